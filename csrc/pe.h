@@ -1,0 +1,214 @@
+/* pe.h -- the C core of pravega_embedded.
+ *
+ * This header is read verbatim into cffi's cdef (pravega_embedded/_native/_build.py), so it holds
+ * no #include, no function-like macro and no conditional: only integer #defines, typedefs and
+ * prototypes. Fixed-width integer types come from the including .c file (stdint.h).
+ *
+ * Conventions
+ *   - Every function returns a status code (PE_OK or a negative PE_ERR_*); results go through
+ *     out-parameters. Out-parameters are written only on PE_OK unless stated otherwise.
+ *   - On PE_ERR_IO the failing OS call's errno is available to the caller (cffi: ffi.errno) and,
+ *     for journal calls, also through pe_journal_state().
+ *   - All integers on disk are little-endian. The byte layout is documented at the top of
+ *     journal.c (journal files and records) and frames.c (event frames), and in docs/format.md.
+ *
+ * Status codes and what to do about them
+ *   PE_OK               success.
+ *   PE_ERR_INVAL        a bad argument (NULL pointer, size out of range, buffer too small). A
+ *                       bug in the caller; nothing was written.
+ *   PE_ERR_IO           an OS call failed (errno tells which: ENOSPC = disk full, EIO = device).
+ *                       After a failed fdatasync the journal is FAILED for good (fsync errors
+ *                       cannot be retried safely): close it and reopen the store to recover.
+ *                       After a failed write() the partial record is cut off again, nothing is
+ *                       acknowledged, and the append may be retried (e.g. once space is freed).
+ *   PE_ERR_NOMEM        malloc failed.
+ *   PE_ERR_CORRUPT      bytes from disk are damaged where they should be valid (bad CRC with
+ *                       valid data after it, an impossible frame). Do not repair automatically.
+ *   PE_ERR_FORMAT       a file has the wrong magic number or an unsupported format version.
+ *   PE_ERR_TIMEOUT      pe_journal_sync: the position did not become durable within the timeout.
+ *   PE_ERR_FAILED       the journal is in the FAILED state (see PE_ERR_IO) or closed.
+ *   PE_ERR_TOOBIG       a record or event exceeds the format's limits.
+ */
+
+#define PE_OK 0
+#define PE_ERR_INVAL -1
+#define PE_ERR_IO -2
+#define PE_ERR_NOMEM -3
+#define PE_ERR_CORRUPT -4
+#define PE_ERR_FORMAT -5
+#define PE_ERR_TIMEOUT -6
+#define PE_ERR_FAILED -7
+#define PE_ERR_TOOBIG -8
+
+/* Format constants (see journal.c / docs/format.md). */
+#define PE_FORMAT_VERSION 1
+#define PE_FILE_HEADER_SIZE 32
+#define PE_RECORD_HEADER_SIZE 24
+#define PE_EVENTS_HEADER_SIZE 30
+#define PE_SECTION_HEADER_SIZE 24
+#define PE_FRAME_HEADER_SIZE 6
+#define PE_NO_KEY 65535
+#define PE_MAX_KEY_LEN 4096
+#define PE_MAX_WRITER_ID_LEN 255
+#define PE_MAX_RECORD_PAYLOAD 134217728
+#define PE_RECORD_EVENTS 1
+
+/* Durability modes of a journal. */
+#define PE_DURABILITY_FSYNC 0
+#define PE_DURABILITY_OS 1
+#define PE_DURABILITY_NONE 2
+
+/* Tail states reported by pe_scan. */
+#define PE_TAIL_CLEAN 0
+#define PE_TAIL_TORN 1
+#define PE_TAIL_CORRUPT 2
+
+/* Fault injection points (tests only). */
+#define PE_FAULT_WRITE 1
+#define PE_FAULT_SYNC 2
+
+/* ---------------------------------------------------------------- checksums */
+
+/* CRC32C (Castagnoli, reflected, init ~0, final ~0 -- the iSCSI/ext4 CRC). `seed` is a previous
+ * result to continue a running checksum, or 0 to start. Uses SSE4.2 when the CPU has it.
+ * pe_crc32c("123456789", 9, 0) == 0xE3069283. Errors: PE_ERR_INVAL (data NULL with len > 0). */
+int pe_crc32c(const void *data, size_t len, uint32_t seed, uint32_t *out_crc);
+
+/* ------------------------------------------------------------ file headers */
+
+/* Writes the 32-byte header of a journal file whose first byte has global position `base`.
+ * Errors: PE_ERR_INVAL. */
+int pe_file_header_build(uint64_t base, char *out, size_t cap);
+
+/* Checks a journal file header. Errors: PE_ERR_INVAL (len < 32), PE_ERR_FORMAT (wrong magic or
+ * version outside 1..PE_FORMAT_VERSION), PE_ERR_CORRUPT (header CRC mismatch). */
+int pe_file_header_parse(const char *buf, size_t len, uint64_t *out_base, uint32_t *out_version);
+
+/* ------------------------------------------------------------------ scanning */
+
+typedef struct pe_scan_result {
+    uint64_t valid_end;      /* global position just after the last valid record */
+    uint64_t n_records;      /* valid records found from the start position */
+    int32_t tail_state;      /* PE_TAIL_CLEAN, PE_TAIL_TORN or PE_TAIL_CORRUPT */
+    uint64_t bad_pos;        /* TORN/CORRUPT: global position of the first damaged byte */
+    uint64_t next_valid_pos; /* CORRUPT: global position of a valid record after the damage */
+} pe_scan_result;
+
+/* Scans the records in buf[0..len), whose first byte has global position `buf_pos`, starting at
+ * the record boundary `start_pos` (buf_pos <= start_pos <= buf_pos + len). A record is valid when
+ * its header magic, its position field (== its own position), its type, its length
+ * (<= PE_MAX_RECORD_PAYLOAD and within the buffer) and its CRC all check. The scan stops at the
+ * first invalid record. If no valid record starts anywhere after that point (every later byte
+ * offset is tried), the remainder is a torn tail: tail_state = PE_TAIL_TORN (or CLEAN if there was
+ * no remainder). Otherwise tail_state = PE_TAIL_CORRUPT and next_valid_pos says where valid data
+ * resumes. Never reads outside buf. Returns PE_OK in all three cases; PE_ERR_INVAL on bad
+ * arguments. */
+int pe_scan(const char *buf, uint64_t len, uint64_t buf_pos, uint64_t start_pos,
+            pe_scan_result *out);
+
+/* Reads one record header at buf[0..len) (a record at global position `pos`) without checking
+ * the CRC: type, payload length and total size (header + payload). Errors: PE_ERR_CORRUPT
+ * (magic/position/length invalid), PE_ERR_INVAL (len < PE_RECORD_HEADER_SIZE). */
+int pe_record_header(const char *buf, uint64_t len, uint64_t pos, uint32_t *out_type,
+                     uint32_t *out_payload_len, uint64_t *out_total);
+
+/* ------------------------------------------------------------------ frames */
+
+/* Parses event frames (u32 payload_len, u16 key_len or PE_NO_KEY, key, payload) in buf[0..len)
+ * until max_events frames are read or the next frame does not fit. Per event i < *out_n:
+ * frame_off[i] = offset of the frame in buf, payload_len[i], key_len[i] (-1: no key). The key
+ * starts at frame_off+6, the payload at frame_off+6+max(key_len,0). *out_consumed = bytes of the
+ * complete frames parsed. A truncated last frame is not an error (out_consumed < len); a frame
+ * whose key_len exceeds PE_MAX_KEY_LEN (and is not PE_NO_KEY) is PE_ERR_CORRUPT, with out_n and
+ * out_consumed still set to the frames before it. */
+int pe_parse_frames(const char *buf, uint64_t len, uint32_t max_events, uint32_t *frame_off,
+                    uint32_t *payload_len, int32_t *key_len, uint32_t *out_n,
+                    uint64_t *out_consumed);
+
+/* Copies the payloads of n parsed frames (as returned by pe_parse_frames on the same buf) into
+ * out_data back to back and writes out_offsets[i] = offset_base + (bytes copied before event i)
+ * for i in 0..n (n+1 entries), for an Arrow large_binary column. out_cap must hold the sum of
+ * the payload lengths. Errors: PE_ERR_INVAL (too small, offsets outside buf). */
+int pe_gather_payloads(const char *buf, uint64_t len, uint32_t n, const uint32_t *frame_off,
+                       const uint32_t *payload_len, const int32_t *key_len, char *out_data,
+                       uint64_t out_cap, int64_t offset_base, int64_t *out_offsets);
+
+/* ------------------------------------------------------------------ journal */
+
+typedef struct pe_journal pe_journal;
+
+/* One section of an EVENTS record: the events of one segment. In: segment_uid, segment_offset
+ * (the segment offset of the section's first frame), n_groups (how many consecutive entries of
+ * the groups array belong to it). Out (set by pe_journal_append_events): n_events, n_bytes (framed
+ * bytes), data_pos (global journal position of the section's first frame). */
+typedef struct pe_section {
+    uint64_t segment_uid;
+    uint64_t segment_offset;
+    uint32_t n_groups;
+    uint32_t n_events;
+    uint64_t n_bytes;
+    uint64_t data_pos;
+} pe_section;
+
+/* A run of consecutive events sharing one routing key (key_len == PE_NO_KEY: no key). */
+typedef struct pe_group {
+    uint32_t key_len;
+    uint32_t n_events;
+} pe_group;
+
+/* Opens the journal file `dir`/<base as 20 decimal digits>.pej for appending at global position
+ * `pos` (base + PE_FILE_HEADER_SIZE <= pos). If the file exists its header is checked and it is
+ * cut to `pos` (the caller found the valid end with pe_scan); if it does not exist it is created
+ * with its header (pos must then be base + PE_FILE_HEADER_SIZE) and the directory is fsynced.
+ * When an append would take the file past roll_bytes (and the file holds at least one record)
+ * the journal rolls to a new file whose base is the current end position. In
+ * PE_DURABILITY_FSYNC mode a background thread fdatasyncs whatever was written (group commit:
+ * one fdatasync covers every record appended before it started); in OS and NONE mode written
+ * data counts as synced at once. Errors: PE_ERR_INVAL, PE_ERR_IO, PE_ERR_NOMEM, PE_ERR_FORMAT,
+ * PE_ERR_CORRUPT. */
+int pe_journal_open(const char *dir, uint64_t base, uint64_t pos, uint64_t roll_bytes,
+                    int durability, pe_journal **out);
+
+/* Frames one EVENTS record and appends it. Events are given grouped: groups[0..n_groups) in
+ * order, sections[s] owning the next sections[s].n_groups groups; keys = the groups' keys back
+ * to back (PE_NO_KEY groups contribute none); lens[i] = payload length of event i (events in
+ * group order, n_events in all); payload = the payloads back to back (payload_len bytes).
+ * The framed record is built in out_record (out_cap >= its size, which is
+ * PE_RECORD_HEADER_SIZE + PE_EVENTS_HEADER_SIZE + writer_id_len
+ * + n_sections * PE_SECTION_HEADER_SIZE + sum over groups of n_events * (PE_FRAME_HEADER_SIZE +
+ * key bytes) + payload_len) so that the caller may keep it as an in-memory copy, then written
+ * to the journal file. Out: *out_record_len, *out_pos (global position of the record), *out_end
+ * (position after it), and the out fields of each section. Thread-safe: appends are serialised.
+ * Errors: PE_ERR_INVAL (inconsistent counts, cap too small, key too long), PE_ERR_TOOBIG
+ * (payload over PE_MAX_RECORD_PAYLOAD), PE_ERR_IO (write failed; nothing appended),
+ * PE_ERR_FAILED. */
+int pe_journal_append_events(pe_journal *j, const char *writer_id, uint32_t writer_id_len,
+                             uint64_t first_seq, uint64_t last_seq, uint64_t timestamp_ns,
+                             pe_section *sections, uint32_t n_sections, const pe_group *groups,
+                             uint32_t n_groups, const char *keys, uint64_t keys_len,
+                             const uint32_t *lens, uint32_t n_events, const char *payload,
+                             uint64_t payload_len, char *out_record, uint64_t out_cap,
+                             uint64_t *out_record_len, uint64_t *out_pos, uint64_t *out_end);
+
+/* Appends one record of type `type` with the given payload (a record type other than EVENTS,
+ * for later features). Errors as pe_journal_append_events. */
+int pe_journal_append_record(pe_journal *j, uint32_t type, const char *payload, uint64_t len,
+                             uint64_t *out_pos, uint64_t *out_end);
+
+/* Waits until everything appended before global position `pos` is durable under the journal's
+ * mode (FSYNC: fdatasync completed; OS/NONE: written). timeout_ns < 0 waits without limit.
+ * Releases no lock the appenders need. Errors: PE_ERR_TIMEOUT, PE_ERR_FAILED (sync failed). */
+int pe_journal_sync(pe_journal *j, uint64_t pos, int64_t timeout_ns);
+
+/* Current positions: *out_written (end of the last appended record), *out_synced (durable end),
+ * *out_file_base (base of the file being appended to), *out_failed_errno (0 unless FAILED). */
+int pe_journal_state(pe_journal *j, uint64_t *out_written, uint64_t *out_synced,
+                     uint64_t *out_file_base, int32_t *out_failed_errno);
+
+/* Makes the next `countdown`-th call of the given kind (PE_FAULT_WRITE: the write of a record,
+ * PE_FAULT_SYNC: fdatasync) fail with errno `err` (countdown 1 = the next one). Tests only. */
+int pe_journal_inject_fault(pe_journal *j, int32_t which, int32_t err, int32_t countdown);
+
+/* Syncs (except in NONE mode), stops the sync thread, closes the file and frees the journal.
+ * Always frees; returns the first error met. Passing NULL is allowed (PE_OK). */
+int pe_journal_close(pe_journal *j);

@@ -1,0 +1,57 @@
+"""pravega_embedded: Pravega's streams in one process, the way SQLite is a database in one.
+
+Layout (dependencies point one way, top to bottom):
+
+- ``_native``      cffi binding of the C core in ``csrc/`` (framing, CRC32C, journal, group commit)
+- core modules     ``store`` (open, topology, append path), ``journal``, ``metadata`` (LMDB),
+                   ``segment``, ``stream``, ``writer``, ``reader``, ``arrow``, ``routing``,
+                   ``streamcut``, ``events``, ``serializers``, ``config``, ``names``, ``errors``
+- ``readergroup``, ``tiering``   built on the core
+- ``spark``, ``cli``             built on the public API
+
+Quick start::
+
+    import pravega_embedded as pe
+    with pe.open("./data") as store:
+        store.create_scope("iot", exist_ok=True)
+        store.create_stream("iot", "sensors", pe.StreamConfiguration(scaling=pe.ScalingPolicy.fixed(4)), exist_ok=True)
+        with store.create_writer("iot", "sensors", writer_id="gw-1") as w:
+            w.write_event(b"21.5", routing_key="sensor-7")
+        table = store.read_slice("iot", "sensors").to_arrow()
+"""
+
+from . import errors
+from .config import RetentionPolicy, ScalingPolicy, StreamConfiguration
+from .events import EventPointer, EventRead
+from .reader import EventStreamReader, Slice
+from .segment import SegmentInfo
+from .serializers import BytesSerializer, JsonSerializer, TextSerializer
+from .store import Store, open, open_temporary
+from .stream import StreamInfo
+from .streamcut import StreamCut
+from .writer import MAX_EVENT_SIZE, EventStreamWriter
+
+__version__ = "0.1.0"
+
+__all__ = [
+    "errors",
+    "open",
+    "open_temporary",
+    "Store",
+    "StreamConfiguration",
+    "ScalingPolicy",
+    "RetentionPolicy",
+    "StreamInfo",
+    "SegmentInfo",
+    "StreamCut",
+    "EventRead",
+    "EventPointer",
+    "EventStreamWriter",
+    "EventStreamReader",
+    "Slice",
+    "BytesSerializer",
+    "TextSerializer",
+    "JsonSerializer",
+    "MAX_EVENT_SIZE",
+    "__version__",
+]

@@ -1,0 +1,211 @@
+"""The exception tree of pravega_embedded.
+
+Every error a user can act on is a subclass of :class:`PravegaEmbeddedError` and also of the
+fitting builtin, so ``except LookupError`` or ``except ValueError`` work as expected. Messages
+name the scope, stream, segment or writer involved. The base class is never raised directly.
+
+::
+
+    PravegaEmbeddedError
+    ├── InvalidNameError                  (ValueError)   bad scope/stream/writer/group name
+    ├── InvalidConfigurationError         (ValueError)   bad StreamConfiguration, durability, ...
+    ├── InvalidStreamCutError             (ValueError)   garbage text, wrong stream, bad offsets
+    ├── InvalidEventPointerError          (ValueError)   bytes that are not an EventPointer
+    ├── EventTooLargeError                (ValueError)   event over the size limit
+    ├── InvalidRoutingKeyError            (ValueError)   routing key not a str or too long
+    ├── InvalidSequenceError              (ValueError)   explicit sequence not an int >= 0
+    ├── SerializationError                (ValueError)   serializer could not encode/decode
+    ├── NotFoundError                     (LookupError)
+    │   ├── ScopeNotFoundError
+    │   ├── StreamNotFoundError
+    │   └── SegmentNotFoundError
+    ├── AlreadyExistsError                (FileExistsError)
+    │   ├── ScopeExistsError
+    │   ├── StreamExistsError
+    │   └── WriterExistsError                            writer id already open on the stream
+    ├── ScopeNotEmptyError                (OSError)
+    ├── StreamSealedError                 (RuntimeError)  writes to a sealed stream
+    │   └── SegmentSealedError
+    ├── TruncatedDataError                (LookupError)  position before the stream's head
+    ├── ClosedError                       (ValueError)   like io's "operation on closed file"
+    │   ├── StoreClosedError
+    │   ├── WriterClosedError
+    │   └── ReaderClosedError
+    ├── StoreLockedError                  (BlockingIOError) another process holds the store
+    ├── StorageError                      (OSError)      the disk failed (errno attached)
+    │   └── StorageFullError                              ENOSPC: nothing acknowledged is lost
+    ├── CorruptDataError                  (OSError)      damaged bytes on disk
+    │   └── FormatVersionError                           unknown magic / format version
+    ├── DurabilityTimeoutError            (TimeoutError) flush(timeout=) expired
+    └── ReinitializationRequiredError     (RuntimeError) reader group was reset
+"""
+
+from __future__ import annotations
+
+__all__ = [
+    "PravegaEmbeddedError",
+    "InvalidNameError",
+    "InvalidConfigurationError",
+    "InvalidStreamCutError",
+    "InvalidEventPointerError",
+    "EventTooLargeError",
+    "InvalidRoutingKeyError",
+    "InvalidSequenceError",
+    "SerializationError",
+    "NotFoundError",
+    "ScopeNotFoundError",
+    "StreamNotFoundError",
+    "SegmentNotFoundError",
+    "AlreadyExistsError",
+    "ScopeExistsError",
+    "StreamExistsError",
+    "WriterExistsError",
+    "ScopeNotEmptyError",
+    "StreamSealedError",
+    "SegmentSealedError",
+    "TruncatedDataError",
+    "ClosedError",
+    "StoreClosedError",
+    "WriterClosedError",
+    "ReaderClosedError",
+    "StoreLockedError",
+    "StorageError",
+    "StorageFullError",
+    "CorruptDataError",
+    "FormatVersionError",
+    "DurabilityTimeoutError",
+    "ReinitializationRequiredError",
+]
+
+
+class PravegaEmbeddedError(Exception):
+    """Base of every pravega_embedded error. Never raised directly."""
+
+
+class InvalidNameError(PravegaEmbeddedError, ValueError):
+    """A scope, stream, writer or reader-group name breaks the naming rules."""
+
+
+class InvalidConfigurationError(PravegaEmbeddedError, ValueError):
+    """A configuration value is out of range or of the wrong type."""
+
+
+class InvalidStreamCutError(PravegaEmbeddedError, ValueError):
+    """A StreamCut is malformed, belongs to another stream, or names impossible offsets."""
+
+
+class InvalidEventPointerError(PravegaEmbeddedError, ValueError):
+    """Bytes or text that are not a valid EventPointer."""
+
+
+class EventTooLargeError(PravegaEmbeddedError, ValueError):
+    """An event is larger than the store accepts."""
+
+
+class InvalidRoutingKeyError(PravegaEmbeddedError, ValueError):
+    """A routing key is not a str (or None) or is longer than 4096 UTF-8 bytes."""
+
+
+class InvalidSequenceError(PravegaEmbeddedError, ValueError):
+    """An explicit writer sequence number is not an int in [0, 2**63)."""
+
+
+class SerializationError(PravegaEmbeddedError, ValueError):
+    """A serializer could not turn a value into bytes or bytes into a value."""
+
+
+class NotFoundError(PravegaEmbeddedError, LookupError):
+    """Something named does not exist."""
+
+
+class ScopeNotFoundError(NotFoundError):
+    """The scope does not exist."""
+
+
+class StreamNotFoundError(NotFoundError):
+    """The stream does not exist (or was deleted)."""
+
+
+class SegmentNotFoundError(NotFoundError):
+    """The segment does not exist in this stream."""
+
+
+class AlreadyExistsError(PravegaEmbeddedError, FileExistsError):
+    """Something with this name exists already (pass exist_ok=True to accept it)."""
+
+
+class ScopeExistsError(AlreadyExistsError):
+    """The scope exists already."""
+
+
+class StreamExistsError(AlreadyExistsError):
+    """The stream exists already."""
+
+
+class WriterExistsError(AlreadyExistsError):
+    """A writer with this id is already open on the stream (close it first)."""
+
+
+class ScopeNotEmptyError(PravegaEmbeddedError, OSError):
+    """A scope that still holds streams cannot be deleted."""
+
+
+class StreamSealedError(PravegaEmbeddedError, RuntimeError):
+    """The stream is sealed: it accepts no more writes."""
+
+
+class SegmentSealedError(StreamSealedError):
+    """The segment is sealed: it accepts no more writes."""
+
+
+class TruncatedDataError(PravegaEmbeddedError, LookupError):
+    """The requested position lies before the stream's head (it was truncated away)."""
+
+
+class ClosedError(PravegaEmbeddedError, ValueError):
+    """An operation on a closed object."""
+
+
+class StoreClosedError(ClosedError):
+    """The store is closed."""
+
+
+class WriterClosedError(ClosedError):
+    """The writer is closed."""
+
+
+class ReaderClosedError(ClosedError):
+    """The reader is closed."""
+
+
+class StoreLockedError(PravegaEmbeddedError, BlockingIOError):
+    """Another process (or another open handle) owns the store directory."""
+
+    def __init__(self, message: str, *, path: str = "", pid: int | None = None) -> None:
+        super().__init__(message)
+        self.path = path
+        self.pid = pid
+
+
+class StorageError(PravegaEmbeddedError, OSError):
+    """The disk failed under the store. ``errno`` holds the OS error number."""
+
+
+class StorageFullError(StorageError):
+    """The disk is full (ENOSPC). Unacknowledged events stay buffered; retry after freeing space."""
+
+
+class CorruptDataError(PravegaEmbeddedError, OSError):
+    """Bytes on disk are damaged where valid data must be. The store does not repair them."""
+
+
+class FormatVersionError(CorruptDataError):
+    """A file has an unknown magic number or an unsupported format version."""
+
+
+class DurabilityTimeoutError(PravegaEmbeddedError, TimeoutError):
+    """Events did not become durable within the given timeout."""
+
+
+class ReinitializationRequiredError(PravegaEmbeddedError, RuntimeError):
+    """The reader group was reset; the reader must be re-created (raised once)."""

@@ -1,0 +1,219 @@
+"""The metadata store: scopes, streams, segments, writer sequences and the segment index, in LMDB.
+
+Owns: the LMDB environment under ``<store>/meta`` and every key in it (layout in
+docs/format.md, "Metadata").
+
+Invariants:
+  1. ``applied_pos`` is the journal position up to which ``seglen``, ``writers`` and ``index``
+     reflect the journal. Everything at or after it is replayed from the journal at open, so the
+     metadata never has to be written per event.
+  2. A checkpoint is written only after the journal is durable up to its position, so LMDB never
+     refers to journal bytes that a crash could lose.
+  3. Topology changes (create, seal, truncate, delete) are single LMDB write transactions,
+     committed after the journal data they depend on is durable; the journal is then replayed
+     against them (records of deleted segments are ignored).
+  4. Segment uids are never reused (``next_uid`` only grows).
+
+Thread-safety: every method may be called from any thread; LMDB serialises write transactions.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import struct
+from typing import Any, Iterable, Iterator
+
+import lmdb
+
+from .errors import CorruptDataError, FormatVersionError, StorageError
+
+__all__ = ["Metadata", "META_FORMAT_VERSION"]
+
+META_FORMAT_VERSION = 1
+_U64 = struct.Struct(">Q")
+_IDX_KEY = struct.Struct(">QQ")  # uid, segment offset
+_IDX_VAL = struct.Struct("<QII")  # journal position, framed bytes, events
+_LE64 = struct.Struct("<Q")
+
+
+def _json(obj: Any) -> bytes:
+    return json.dumps(obj, separators=(",", ":"), sort_keys=True).encode()
+
+
+class Metadata:
+    """Typed access to the LMDB environment of one store."""
+
+    def __init__(self, path: str, *, sync: bool, map_size: int = 1 << 32) -> None:
+        os.makedirs(path, exist_ok=True)
+        try:
+            self.env = lmdb.open(
+                path, max_dbs=8, map_size=map_size, sync=sync, metasync=sync, subdir=True,
+                readahead=False, max_readers=256,
+            )
+        except lmdb.Error as exc:
+            raise StorageError(f"cannot open metadata store {path}: {exc}") from exc
+        self.path = path
+        e = self.env
+        self._store = e.open_db(b"store")
+        self._scopes = e.open_db(b"scopes")
+        self._streams = e.open_db(b"streams")
+        self._segments = e.open_db(b"segments")
+        self._seglen = e.open_db(b"seglen")
+        self._writers = e.open_db(b"writers")
+        self._index = e.open_db(b"index")
+        self._check_format()
+
+    # ------------------------------------------------------------------ format / store keys
+    def _check_format(self) -> None:
+        with self.env.begin(write=True) as txn:
+            raw = txn.get(b"format_version", db=self._store)
+            if raw is None:
+                txn.put(b"format_version", _LE64.pack(META_FORMAT_VERSION), db=self._store)
+                txn.put(b"next_uid", _LE64.pack(1), db=self._store)
+                return
+            version = _LE64.unpack(raw)[0]
+            if not 1 <= version <= META_FORMAT_VERSION:
+                raise FormatVersionError(
+                    f"metadata store {self.path} has format version {version}; this release "
+                    f"reads 1..{META_FORMAT_VERSION}"
+                )
+
+    def applied_pos(self) -> int | None:
+        with self.env.begin() as txn:
+            raw = txn.get(b"applied_pos", db=self._store)
+        return None if raw is None else _LE64.unpack(raw)[0]
+
+    def allocate_uids(self, txn: lmdb.Transaction, n: int) -> list[int]:
+        first = _LE64.unpack(txn.get(b"next_uid", db=self._store))[0]
+        txn.put(b"next_uid", _LE64.pack(first + n), db=self._store)
+        return list(range(first, first + n))
+
+    def write(self) -> lmdb.Transaction:
+        """A write transaction (use as a context manager)."""
+        return self.env.begin(write=True)
+
+    # ------------------------------------------------------------------ scopes / streams
+    def scopes(self) -> list[str]:
+        with self.env.begin() as txn:
+            return [k.decode() for k, _ in txn.cursor(db=self._scopes)]
+
+    def has_scope(self, scope: str, txn: lmdb.Transaction | None = None) -> bool:
+        if txn is not None:
+            return txn.get(scope.encode(), db=self._scopes) is not None
+        with self.env.begin() as t:
+            return t.get(scope.encode(), db=self._scopes) is not None
+
+    def put_scope(self, txn: lmdb.Transaction, scope: str, info: dict[str, Any]) -> None:
+        txn.put(scope.encode(), _json(info), db=self._scopes)
+
+    def delete_scope(self, txn: lmdb.Transaction, scope: str) -> None:
+        txn.delete(scope.encode(), db=self._scopes)
+
+    def streams(self, txn: lmdb.Transaction | None = None) -> Iterator[tuple[str, dict[str, Any]]]:
+        """All streams as (``scope/stream``, record)."""
+        if txn is None:
+            with self.env.begin() as t:
+                items = [(k.decode(), json.loads(v)) for k, v in t.cursor(db=self._streams)]
+            yield from items
+            return
+        for k, v in txn.cursor(db=self._streams):
+            yield k.decode(), json.loads(v)
+
+    def get_stream(self, txn: lmdb.Transaction, key: str) -> dict[str, Any] | None:
+        raw = txn.get(key.encode(), db=self._streams)
+        return None if raw is None else json.loads(raw)
+
+    def put_stream(self, txn: lmdb.Transaction, key: str, record: dict[str, Any]) -> None:
+        txn.put(key.encode(), _json(record), db=self._streams)
+
+    def delete_stream(self, txn: lmdb.Transaction, key: str, uids: Iterable[int]) -> None:
+        """Remove a stream with its segments, lengths, index entries and writer sequences."""
+        txn.delete(key.encode(), db=self._streams)
+        for uid in uids:
+            k = _U64.pack(uid)
+            txn.delete(k, db=self._segments)
+            txn.delete(k, db=self._seglen)
+            cur = txn.cursor(db=self._index)
+            if cur.set_range(k):
+                while cur.key()[:8] == k:
+                    if not cur.delete():
+                        break
+        prefix = (key + "\0").encode()
+        cur = txn.cursor(db=self._writers)
+        if cur.set_range(prefix):
+            while cur.key().startswith(prefix):
+                if not cur.delete():
+                    break
+
+    # ------------------------------------------------------------------ segments
+    def segments(self) -> Iterator[tuple[int, dict[str, Any], int]]:
+        """All segments as (uid, record, checkpointed length)."""
+        with self.env.begin() as txn:
+            lens = {_U64.unpack(k)[0]: _LE64.unpack(v)[0] for k, v in txn.cursor(db=self._seglen)}
+            items = [(_U64.unpack(k)[0], json.loads(v)) for k, v in txn.cursor(db=self._segments)]
+        for uid, rec in items:
+            yield uid, rec, lens.get(uid, 0)
+
+    def put_segment(self, txn: lmdb.Transaction, uid: int, record: dict[str, Any]) -> None:
+        txn.put(_U64.pack(uid), _json(record), db=self._segments)
+
+    # ------------------------------------------------------------------ writers
+    def writer_seq(self, stream_key: str, writer_id: str) -> int | None:
+        with self.env.begin() as txn:
+            raw = txn.get(f"{stream_key}\0{writer_id}".encode(), db=self._writers)
+        return None if raw is None else _LE64.unpack(raw)[0]
+
+    # ------------------------------------------------------------------ index
+    def index_floor(self, uid: int, offset: int) -> tuple[int, int, int, int] | None:
+        """The index entry of segment ``uid`` with the greatest start <= offset:
+        (start offset, journal position, framed bytes, events), or None."""
+        key = _IDX_KEY.pack(uid, offset)
+        with self.env.begin() as txn:
+            cur = txn.cursor(db=self._index)
+            if cur.set_range(key):
+                if cur.key() != key and not cur.prev():
+                    return None
+            elif not cur.last():
+                return None
+            k = cur.key()
+            if len(k) != 16:
+                raise CorruptDataError(f"metadata index key of wrong size in {self.path}")
+            kuid, start = _IDX_KEY.unpack(k)
+            if kuid != uid:
+                return None
+            pos, nbytes, nevents = _IDX_VAL.unpack(cur.value())
+            return start, pos, nbytes, nevents
+
+    # ------------------------------------------------------------------ checkpoint
+    def checkpoint(
+        self,
+        applied_pos: int,
+        lengths: dict[int, int],
+        writers: dict[tuple[str, str], int],
+        index: Iterable[tuple[int, int, int, int, int]],
+    ) -> None:
+        """Record that the journal up to ``applied_pos`` is reflected here (invariant 1)."""
+        live = set()
+        with self.env.begin(write=True) as txn:
+            for uid, length in lengths.items():
+                k = _U64.pack(uid)
+                if txn.get(k, db=self._segments) is None:
+                    continue  # deleted meanwhile
+                live.add(uid)
+                txn.put(k, _LE64.pack(length), db=self._seglen)
+            for (skey, wid), seq in writers.items():
+                if txn.get(skey.encode(), db=self._streams) is not None:
+                    txn.put(f"{skey}\0{wid}".encode(), _LE64.pack(seq), db=self._writers)
+            put = txn.put
+            for uid, start, pos, nbytes, nevents in index:
+                if uid in live or txn.get(_U64.pack(uid), db=self._segments) is not None:
+                    live.add(uid)
+                    put(_IDX_KEY.pack(uid, start), _IDX_VAL.pack(pos, nbytes, nevents), db=self._index)
+            txn.put(b"applied_pos", _LE64.pack(applied_pos), db=self._store)
+
+    def sync(self) -> None:
+        self.env.sync(True)
+
+    def close(self) -> None:
+        self.env.close()

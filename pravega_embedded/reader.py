@@ -1,0 +1,376 @@
+"""Reading: segment chunks, standalone readers, and slices between two StreamCuts.
+
+Owns: finding a segment's bytes at an offset (tail cache in memory, else the journal through
+the in-memory or LMDB section index), turning frames into EventRead tuples (the frames are
+parsed in C once per chunk), the standalone reader, and Slice (iterate, Arrow, pandas).
+
+Invariants:
+  1. Only durable data is visible: a section is read only once the journal is synced past it.
+  2. Reads start and stop at frame boundaries; a cut offset that is not one is rejected
+     (InvalidStreamCutError), never parsed as garbage.
+  3. Within a segment, events come back in offset order, so per-key order is write order.
+  4. A waiting reader sleeps on the stream's condition (woken by appends, seal, delete) or in
+     the journal's sync wait; it never polls.
+
+Thread-safety: a reader is used by one thread at a time; ``close()`` from any thread. Slices are
+read-only snapshots and may be iterated from several threads (each iteration is independent).
+"""
+
+from __future__ import annotations
+
+import time
+from array import array
+from typing import Any, Iterator
+
+from ._native import check, ffi, lib
+from .errors import (
+    CorruptDataError,
+    InvalidEventPointerError,
+    InvalidStreamCutError,
+    ReaderClosedError,
+    StoreClosedError,
+    StreamNotFoundError,
+    TruncatedDataError,
+)
+from .events import EventRead
+from .serializers import resolve
+
+__all__ = ["EventStreamReader", "Slice", "SegmentSource"]
+
+_CAP = 65536
+_new = tuple.__new__
+
+
+class _Frames:
+    """Reusable output arrays for pe_parse_frames."""
+
+    __slots__ = ("fo", "pl", "kl", "c_fo", "c_pl", "c_kl", "n", "consumed")
+
+    def __init__(self, cap: int = _CAP) -> None:
+        self.fo = array("I", bytes(4 * cap))
+        self.pl = array("I", bytes(4 * cap))
+        self.kl = array("i", bytes(4 * cap))
+        self.c_fo = ffi.from_buffer("uint32_t[]", self.fo)
+        self.c_pl = ffi.from_buffer("uint32_t[]", self.pl)
+        self.c_kl = ffi.from_buffer("int32_t[]", self.kl)
+        self.n = ffi.new("uint32_t *")
+        self.consumed = ffi.new("uint64_t *")
+
+    def parse(self, cbuf: Any, length: int, what: str) -> tuple[int, int]:
+        """Parse frames of cbuf[0..length); return (count, consumed bytes)."""
+        status = lib.pe_parse_frames(cbuf, length, _CAP, self.c_fo, self.c_pl, self.c_kl,
+                                     self.n, self.consumed)
+        if status != lib.PE_OK:
+            check(status, what)
+        return self.n[0], self.consumed[0]
+
+
+def events_from(data: bytes, base: int, sid: int, names: tuple[str, str], ser: Any,
+                frames: _Frames, what: str) -> list[EventRead]:
+    """All events in ``data`` (complete frames; the first at segment offset ``base``)."""
+    out: list[EventRead] = []
+    cbuf = ffi.from_buffer(data)
+    pos, total = 0, len(data)
+    ER = EventRead
+    while pos < total:
+        n, consumed = frames.parse(cbuf + pos, total - pos, what)
+        if n == 0:
+            raise CorruptDataError(f"{what}: a damaged frame at offset {base + pos}")
+        b = base + pos
+        p0 = pos
+        for fo, pl, kl in zip(frames.fo[:n], frames.pl[:n], frames.kl[:n]):
+            s = p0 + fo + 6
+            if kl < 0:
+                out.append(_new(ER, (data[s : s + pl], None, sid, b + fo, 6 + pl, names)))
+            else:
+                out.append(_new(ER, (data[s + kl : s + kl + pl], data[s : s + kl], sid, b + fo, 6 + kl + pl, names)))
+        pos += consumed
+    if ser is not None:
+        de = ser.deserialize
+        out = [_new(ER, (de(e[0]),) + e[1:]) for e in out]
+    return out
+
+
+class SegmentSource:
+    """Reads one segment's bytes for readers and slices."""
+
+    __slots__ = ("store", "seg")
+
+    def __init__(self, store: Any, seg: Any) -> None:
+        self.store, self.seg = store, seg
+
+    def section(self, offset: int) -> tuple[int, int, int, Any]:
+        """(start, end, journal position, cached data or None) of the section containing offset."""
+        seg = self.seg
+        with self.store._index_lock:
+            e = seg.find(offset)
+            if e is not None:
+                return e[0], e[1], e[2], e[3]
+        hit = self.store._meta.index_floor(seg.uid, offset)
+        if hit is None or offset >= hit[0] + hit[2]:
+            with self.store._index_lock:  # it may have been appended meanwhile
+                e = seg.find(offset)
+                if e is not None:
+                    return e[0], e[1], e[2], e[3]
+            raise CorruptDataError(f"segment {seg.name}: no data indexed at offset {offset}")
+        start, pos, nbytes, _ = hit
+        return start, start + nbytes, pos, None
+
+    def visible_length(self, synced: int) -> int:
+        """The segment's length counting only durable sections (invariant 1)."""
+        seg = self.seg
+        with self.store._index_lock:
+            length = seg.length
+            entries = seg.entries
+            i = len(entries) - 1
+            while i >= 0:
+                e = entries[i]
+                if e[2] + (e[1] - e[0]) <= synced:
+                    break
+                length = e[0]
+                i -= 1
+            return length
+
+    def read(self, offset: int, limit: int) -> tuple[bytes, int]:
+        """Complete frames from ``offset`` to the end of its section or ``limit``: (bytes, end)."""
+        start, end, pos, data = self.section(offset)
+        stop = min(end, limit)
+        if data is not None:
+            return bytes(data[offset - start : stop - start]), stop
+        return self.store._journal.pread(pos + (offset - start), stop - offset), stop
+
+    def check_boundary(self, offset: int, what: str) -> None:
+        """Raise InvalidStreamCutError unless ``offset`` starts a frame (or is the end)."""
+        seg = self.seg
+        if offset == 0 or offset == seg.length:
+            return
+        start, _, _, _ = self.section(offset)
+        if offset == start:
+            return
+        data, _ = self.read(start, offset)
+        frames = _Frames(1024)
+        cbuf = ffi.from_buffer(data)
+        p = 0
+        while p < len(data):
+            n, consumed = frames.parse(cbuf + p, len(data) - p, what)
+            if n == 0:
+                break
+            p += consumed
+        if p != len(data):
+            raise InvalidStreamCutError(
+                f"{what}: offset {offset} is not an event boundary in segment {seg.name}"
+            )
+
+    def fetch(self, offset: int, length: int, serializer: Any) -> EventRead:
+        seg = self.seg
+        head = seg.stream.head.get(seg.segment_id, 0)
+        if offset < head:
+            raise TruncatedDataError(f"offset {offset} of segment {seg.name} was truncated (head {head})")
+        if offset + length > seg.length or length < 6:
+            raise InvalidEventPointerError(f"no event at {offset}+{length} in segment {seg.name}")
+        data, stop = self.read(offset, offset + length)
+        if stop != offset + length:
+            raise InvalidEventPointerError(f"no event at {offset}+{length} in segment {seg.name}")
+        evs = events_from(data, offset, seg.segment_id, seg.stream.names, resolve(serializer),
+                          _Frames(4), f"fetch from {seg.name}")
+        if len(evs) != 1 or evs[0].length != length:
+            raise InvalidEventPointerError(f"no event at {offset}+{length} in segment {seg.name}")
+        return evs[0]
+
+
+class EventStreamReader:
+    """A standalone reader of one stream: ``read_next_event(timeout)`` -> EventRead or None.
+
+    Reads every segment from the start cut (default: the head) to the end cut (default: none,
+    follow the tail). Per routing key, events come in write order.
+    """
+
+    def __init__(self, store: Any, st: Any, start: dict[int, int] | None, end: dict[int, int] | None,
+                 serializer: Any) -> None:
+        self._store = store
+        self._st = st
+        self.scope, self.stream = st.scope, st.name
+        self._ser = resolve(serializer)
+        segs = [st.segments[sid] for sid in sorted(st.segments)]
+        self._sources = [SegmentSource(store, s) for s in segs]
+        self._pos = []
+        for s in segs:
+            head = st.head.get(s.segment_id, 0)
+            p = head if start is None else start[s.segment_id]
+            if p < head:
+                raise TruncatedDataError(
+                    f"start offset {p} of segment {s.name} is before the stream's head ({head})"
+                )
+            self._pos.append(p)
+        self._end = [None if end is None else end[s.segment_id] for s in segs]
+        if end is not None and any(p > e for p, e in zip(self._pos, self._end)):
+            raise InvalidStreamCutError(f"the end cut of {st.key} is before the start cut")
+        self._frames = _Frames()
+        self._it: Iterator[EventRead] = iter(())
+        self._rr = 0
+        self._closed = False
+
+    def read_next_event(self, timeout: float | None = None) -> EventRead | None:
+        """The next event, or None when ``timeout`` seconds pass without one or the end is
+        reached (end cut, or sealed stream fully read). timeout=None waits without limit."""
+        try:
+            return next(self._it)
+        except StopIteration:
+            return self._next_slow(timeout)
+
+    def _next_slow(self, timeout: float | None) -> EventRead | None:
+        st, store = self._st, self._store
+        deadline = None if timeout is None else time.monotonic() + max(0.0, timeout)
+        while True:
+            if self._closed:
+                raise ReaderClosedError(f"reader of {st.key} is closed")
+            if store._closed:
+                raise StoreClosedError(f"store {store.path} is closed")
+            if st.deleted:
+                raise StreamNotFoundError(f"stream {st.key} was deleted")
+            version = st.version
+            synced = store._journal.synced()
+            n = len(self._sources)
+            unsynced = False
+            done = True
+            for k in range(n):
+                i = (self._rr + k) % n
+                src, pos, end = self._sources[i], self._pos[i], self._end[i]
+                length = src.seg.length
+                limit = length if end is None else min(end, length)
+                if not ((end is not None and pos >= end) or (src.seg.sealed and pos >= length)):
+                    done = False
+                if pos >= limit:
+                    continue
+                visible = src.visible_length(synced)
+                if pos >= visible:
+                    unsynced = True
+                    continue
+                data, stop = src.read(pos, min(limit, visible))
+                seg = src.seg
+                evs = events_from(data, pos, seg.segment_id, st.names, self._ser, self._frames,
+                                  f"read of {seg.name}")
+                self._pos[i] = stop
+                self._rr = (i + 1) % n
+                self._it = iter(evs)
+                return next(self._it)
+            if done:
+                return None
+            remaining = None if deadline is None else deadline - time.monotonic()
+            if remaining is not None and remaining <= 0:
+                return None
+            if unsynced:
+                written = store._journal.state()[0]
+                try:
+                    store._journal.sync(written, remaining, what=f"read of {st.key}")
+                except TimeoutError:
+                    return None
+                continue
+            with st.cond:
+                st.waiters += 1
+                try:
+                    if st.version == version and not self._closed:
+                        st.cond.wait(remaining)
+                finally:
+                    st.waiters -= 1
+
+    def __iter__(self) -> Iterator[EventRead]:
+        """Iterate until the end (bounded reader or sealed stream); blocks at the tail."""
+        while True:
+            ev = self.read_next_event(None)
+            if ev is None:
+                return
+            yield ev
+
+    def position(self) -> Any:
+        """The StreamCut just after the last event returned."""
+        from .streamcut import StreamCut
+        pending = list(self._it)
+        self._it = iter(pending)
+        pos = list(self._pos)
+        for ev in pending:  # events fetched but not yet returned
+            i = next(j for j, s in enumerate(self._sources) if s.seg.segment_id == ev.segment_id)
+            pos[i] = min(pos[i], ev.offset)
+        return StreamCut.of(self.scope, self.stream,
+                            {s.seg.segment_id: p for s, p in zip(self._sources, pos)})
+
+    def close(self) -> None:
+        """Idempotent; wakes a read blocked in another thread (it raises ReaderClosedError)."""
+        if not self._closed:
+            self._closed = True
+            self._st.notify()
+
+    @property
+    def closed(self) -> bool:
+        return self._closed
+
+    def __enter__(self) -> "EventStreamReader":
+        return self
+
+    def __exit__(self, *exc: Any) -> None:
+        self.close()
+
+
+class Slice:
+    """The events of one stream between two cuts, as a snapshot taken at creation."""
+
+    def __init__(self, store: Any, st: Any, start: dict[int, int] | None, end: dict[int, int] | None,
+                 serializer: Any) -> None:
+        self._store, self._st = store, st
+        self._ser = resolve(serializer)
+        synced = store._journal.synced()
+        self._ranges = []
+        for sid in sorted(st.segments):
+            seg = st.segments[sid]
+            src = SegmentSource(store, seg)
+            head = st.head.get(sid, 0)
+            lo = head if start is None else start[sid]
+            if lo < head:
+                raise TruncatedDataError(
+                    f"start offset {lo} of segment {seg.name} is before the stream's head ({head})"
+                )
+            hi = src.visible_length(synced) if end is None else end[sid]
+            if hi < lo:
+                raise InvalidStreamCutError(f"slice of {st.key}: end is before start in {seg.name}")
+            self._ranges.append((src, lo, hi))
+
+    @property
+    def ranges(self) -> list[tuple[int, int, int]]:
+        """(segment id, start offset, end offset) per segment: the batch API's unit of work."""
+        return [(src.seg.segment_id, lo, hi) for src, lo, hi in self._ranges]
+
+    @property
+    def nbytes(self) -> int:
+        """Framed bytes in the slice."""
+        return sum(hi - lo for _, lo, hi in self._ranges)
+
+    def _chunks(self) -> Iterator[tuple[Any, bytes, int]]:
+        for src, lo, hi in self._ranges:
+            pos = lo
+            while pos < hi:
+                if self._st.deleted:
+                    raise StreamNotFoundError(f"stream {self._st.key} was deleted")
+                data, stop = src.read(pos, hi)
+                yield src.seg, data, pos
+                pos = stop
+
+    def __iter__(self) -> Iterator[EventRead]:
+        frames = _Frames()
+        st = self._st
+        for seg, data, pos in self._chunks():
+            yield from events_from(data, pos, seg.segment_id, st.names, self._ser, frames,
+                                   f"slice of {seg.name}")
+
+    def to_arrow(self) -> Any:
+        """A pyarrow Table: event (large_binary), routing_key (large_string, null if none),
+        segment_id (int64), offset (int64)."""
+        from .arrow import slice_to_arrow
+        return slice_to_arrow(self._chunks())
+
+    def to_pandas(self) -> Any:
+        """A pandas DataFrame with the columns of ``to_arrow()`` (needs pandas)."""
+        try:
+            import pandas  # noqa: F401
+        except ImportError as exc:
+            raise ImportError("Slice.to_pandas() needs pandas: pip install 'pravega-embedded[pandas]'") from exc
+        return self.to_arrow().to_pandas()

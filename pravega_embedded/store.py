@@ -1,0 +1,659 @@
+"""The store: one directory, one journal, one metadata environment, many streams.
+
+Owns: the store directory and its process lock, recovery at open, every topology operation
+(scopes, streams, seal, truncate, delete), the append path shared by all writers, the tail
+cache, and two background threads: the linger thread (drains writers whose batch is older than
+their linger) and the checkpoint thread (writes segment lengths, writer sequences and the
+section index to LMDB so recovery replays only the journal after the last checkpoint).
+
+Directory layout (bytes in docs/format.md)::
+
+    <dir>/LOCK          flock()ed by the owning process; holds its pid
+    <dir>/meta/         LMDB environment (metadata)
+    <dir>/journal/      journal files <base:020d>.pej
+    <dir>/recovery/     torn journal tails cut at recovery, kept for inspection
+
+Invariants:
+  1. One process (one open handle) owns the directory at a time (flock on LOCK).
+  2. Appends happen under ``_append_lock``: a segment's offsets are assigned and its sections
+     reach the journal in the same order, so segment offsets match journal order.
+  3. A topology change is committed to LMDB only after the journal is durable up to the
+     current write position (metadata never refers to data a crash could lose).
+  4. Readers see only durable data: a section is visible once the journal is synced past it.
+
+Thread-safety: all public methods are thread-safe.
+"""
+
+from __future__ import annotations
+
+import fcntl
+import os
+import shutil
+import tempfile
+import threading
+import time
+import weakref
+from array import array
+from collections import deque
+from typing import Any
+
+from ._native import check, ffi, lib
+from .config import StreamConfiguration
+from .errors import (
+    InvalidConfigurationError,
+    InvalidStreamCutError,
+    ScopeExistsError,
+    ScopeNotEmptyError,
+    ScopeNotFoundError,
+    StoreClosedError,
+    StoreLockedError,
+    StreamExistsError,
+    StreamNotFoundError,
+    StreamSealedError,
+    CorruptDataError,
+    WriterExistsError,
+)
+from .events import EventPointer, EventRead
+from .journal import DURABILITY_MODES, Journal
+from .metadata import Metadata
+from .names import validate_scope, validate_stream, validate_writer_id
+from .reader import EventStreamReader, Slice, SegmentSource
+from .routing import equal_ranges
+from .segment import Segment
+from .stream import StreamInfo, StreamState
+from .streamcut import StreamCut, segment_id
+from .writer import MAX_BATCH_BYTES, EventStreamWriter
+
+__all__ = ["Store", "open", "open_temporary"]
+
+_REC_FIXED = lib.PE_RECORD_HEADER_SIZE + lib.PE_EVENTS_HEADER_SIZE
+_SEC = lib.PE_SECTION_HEADER_SIZE
+_FRAME = lib.PE_FRAME_HEADER_SIZE
+_NO_KEY = lib.PE_NO_KEY
+
+
+class Store:
+    """An open store. Use :func:`open` (or ``with pe.open(path) as store``)."""
+
+    def __init__(self, path: str, durability: str = "fsync", *, roll_bytes: int = 64 << 20,
+                 tail_cache_bytes: int = 64 << 20, checkpoint_interval: float = 1.0,
+                 map_size: int = 1 << 32, _temporary: bool = False) -> None:
+        if durability not in DURABILITY_MODES:
+            raise InvalidConfigurationError(
+                f"durability must be one of {sorted(DURABILITY_MODES)}, got {durability!r}"
+            )
+        if not isinstance(roll_bytes, int) or roll_bytes < (1 << 20):
+            raise InvalidConfigurationError(f"roll_bytes must be an int >= 1 MiB, got {roll_bytes!r}")
+        self.path = os.path.abspath(os.fspath(path))
+        self.durability = durability
+        self._temporary = _temporary
+        self._closed = True
+        os.makedirs(self.path, exist_ok=True)
+        self._lock_fd = self._acquire_lock()
+        try:
+            self._open(roll_bytes, tail_cache_bytes, checkpoint_interval, map_size)
+        except BaseException:
+            os.close(self._lock_fd)
+            raise
+
+    # ------------------------------------------------------------------ opening
+    def _acquire_lock(self) -> int:
+        lock_path = os.path.join(self.path, "LOCK")
+        fd = os.open(lock_path, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o644)
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            holder = os.pread(fd, 64, 0).decode(errors="replace").strip()
+            os.close(fd)
+            pid = int(holder) if holder.isdigit() else None
+            raise StoreLockedError(
+                f"store {self.path} is already open in process {holder or '?'}"
+                f"{' (this process)' if pid == os.getpid() else ''}; close it there first",
+                path=self.path, pid=pid,
+            ) from None
+        os.ftruncate(fd, 0)
+        os.pwrite(fd, f"{os.getpid()}\n".encode(), 0)
+        return fd
+
+    def _open(self, roll_bytes: int, tail_cache_bytes: int, checkpoint_interval: float,
+              map_size: int) -> None:
+        self._lock = threading.RLock()
+        self._append_lock = threading.Lock()
+        self._index_lock = threading.Lock()
+        self._ckpt_lock = threading.Lock()
+        self._streams: dict[str, StreamState] = {}
+        self._seg_by_uid: dict[int, Segment] = {}
+        self._writer_seqs: dict[tuple[str, str], int] = {}
+        self._dirty_writers: dict[tuple[str, str], int] = {}
+        self._dirty_lengths: set[int] = set()
+        self._idx_pending: list[tuple[Segment, list[Any], int]] = []
+        self._tail: deque[tuple[int, list[list[Any]]]] = deque()
+        self._tail_bytes = 0
+        self.tail_cache_bytes = tail_cache_bytes
+        self._writers: set[EventStreamWriter] = set()
+        self._readers: weakref.WeakSet[Any] = weakref.WeakSet()
+        self.checkpoint_interval = checkpoint_interval
+        self._meta = Metadata(os.path.join(self.path, "meta"), sync=self.durability != "none", map_size=map_size)
+        try:
+            self._load_topology()
+            self._journal = Journal(os.path.join(self.path, "journal"),
+                                    os.path.join(self.path, "recovery"), self.durability, roll_bytes)
+            base, end, records = self._journal.recover(self._meta.applied_pos())
+            self._replay(records)
+            self.recovered_records = len(records)
+            self.torn_bytes_cut = self._journal.torn_bytes_cut
+            self._journal.open(base, end)
+        except BaseException:
+            self._meta.close()
+            raise
+        self._closed = False
+        self._stop = threading.Event()
+        self._linger_wake = threading.Event()
+        self.checkpoint()
+        self._linger_thread = threading.Thread(target=self._linger_loop, name="pe-linger", daemon=True)
+        self._ckpt_thread = threading.Thread(target=self._checkpoint_loop, name="pe-checkpoint", daemon=True)
+        self._linger_thread.start()
+        self._ckpt_thread.start()
+
+    def _load_topology(self) -> None:
+        for key, rec in self._meta.streams():
+            scope, name = key.split("/", 1)
+            st = StreamState(scope, name, StreamConfiguration.from_json(rec["config"]),
+                             rec["created_ns"], rec["sealed"], {int(k): v for k, v in rec["head"].items()})
+            self._streams[key] = st
+        for uid, rec, length in self._meta.segments():
+            st = self._streams.get(rec["stream"])
+            if st is None:
+                continue
+            seg = Segment(uid, rec["id"], rec["low"], rec["high"], length, rec["sealed"], st)
+            st.add_segment(seg)
+            self._seg_by_uid[uid] = seg
+
+    def _replay(self, records: list[Any]) -> None:
+        """Apply journal records after the last checkpoint (metadata invariant 1)."""
+        for rec in records:
+            stream_key = None
+            for sec in rec.sections:
+                seg = self._seg_by_uid.get(sec.segment_uid)
+                if seg is None:
+                    continue  # a deleted stream's data
+                if sec.segment_offset != seg.length:
+                    raise CorruptDataError(
+                        f"journal record at {rec.pos} puts {sec.n_bytes} bytes at offset "
+                        f"{sec.segment_offset} of segment {seg.name}, whose length is {seg.length}"
+                    )
+                entry = seg.add_section(sec.segment_offset, sec.n_bytes, sec.data_pos, None)
+                self._idx_pending.append((seg, entry, sec.n_events))
+                seg.length += sec.n_bytes
+                self._dirty_lengths.add(seg.uid)
+                stream_key = seg.stream.key
+            if stream_key is not None:
+                wk = (stream_key, rec.writer_id)
+                if rec.last_seq > self._writer_seqs.get(wk, -1):
+                    self._writer_seqs[wk] = rec.last_seq
+                    self._dirty_writers[wk] = rec.last_seq
+
+    # ------------------------------------------------------------------ helpers
+    def _check_open(self) -> None:
+        if self._closed:
+            raise StoreClosedError(f"store {self.path} is closed")
+
+    def _stream(self, scope: str, stream: str) -> StreamState:
+        self._check_open()
+        st = self._streams.get(f"{scope}/{stream}")
+        if st is None:
+            validate_scope(scope)
+            validate_stream(stream)
+            if not self._meta.has_scope(scope):
+                raise ScopeNotFoundError(f"scope {scope!r} does not exist")
+            raise StreamNotFoundError(f"stream {scope}/{stream} does not exist")
+        return st
+
+    def _sync_all(self, what: str) -> None:
+        written = self._journal.state()[0]
+        self._journal.sync(written, None, what=what)
+
+    # ------------------------------------------------------------------ scopes
+    def create_scope(self, scope: str, *, exist_ok: bool = False) -> bool:
+        """Create a scope; return False if it existed (and exist_ok)."""
+        validate_scope(scope)
+        with self._lock:
+            self._check_open()
+            with self._meta.write() as txn:
+                if self._meta.has_scope(scope, txn):
+                    if exist_ok:
+                        return False
+                    raise ScopeExistsError(f"scope {scope!r} already exists")
+                self._meta.put_scope(txn, scope, {"created_ns": time.time_ns()})
+        return True
+
+    def list_scopes(self) -> list[str]:
+        self._check_open()
+        return self._meta.scopes()
+
+    def delete_scope(self, scope: str) -> None:
+        """Delete an empty scope."""
+        validate_scope(scope)
+        with self._lock:
+            self._check_open()
+            if not self._meta.has_scope(scope):
+                raise ScopeNotFoundError(f"scope {scope!r} does not exist")
+            if self.list_streams(scope):
+                raise ScopeNotEmptyError(f"scope {scope!r} still has streams; delete them first")
+            with self._meta.write() as txn:
+                self._meta.delete_scope(txn, scope)
+
+    # ------------------------------------------------------------------ streams
+    def create_stream(self, scope: str, stream: str, config: StreamConfiguration | None = None,
+                      *, exist_ok: bool = False) -> bool:
+        """Create a stream; return False if it existed (and exist_ok)."""
+        validate_scope(scope)
+        validate_stream(stream)
+        config = StreamConfiguration() if config is None else config
+        if not isinstance(config, StreamConfiguration):
+            raise InvalidConfigurationError(f"config must be a StreamConfiguration, got {config!r}")
+        key = f"{scope}/{stream}"
+        with self._lock:
+            self._check_open()
+            if key in self._streams:
+                if exist_ok:
+                    return False
+                raise StreamExistsError(f"stream {key} already exists")
+            n = config.scaling.min_segments
+            now = time.time_ns()
+            with self._meta.write() as txn:
+                if not self._meta.has_scope(scope, txn):
+                    raise ScopeNotFoundError(f"scope {scope!r} does not exist (create_scope first)")
+                uids = self._meta.allocate_uids(txn, n)
+                st = StreamState(scope, stream, config, now, False, {})
+                for i, (uid, (low, high)) in enumerate(zip(uids, equal_ranges(n))):
+                    seg = Segment(uid, segment_id(i, 0), low, high, 0, False, st)
+                    self._meta.put_segment(txn, uid, {"stream": key, "id": seg.segment_id,
+                                                      "low": low, "high": high, "sealed": False})
+                    st.add_segment(seg)
+                self._meta.put_stream(txn, key, self._stream_record(st))
+            self._streams[key] = st
+            for seg in st.segments.values():
+                self._seg_by_uid[seg.uid] = seg
+        return True
+
+    @staticmethod
+    def _stream_record(st: StreamState) -> dict[str, Any]:
+        return {"config": st.config.to_json(), "created_ns": st.created_ns, "sealed": st.sealed,
+                "head": {str(k): v for k, v in st.head.items()}}
+
+    def list_streams(self, scope: str) -> list[str]:
+        validate_scope(scope)
+        self._check_open()
+        if not self._meta.has_scope(scope):
+            raise ScopeNotFoundError(f"scope {scope!r} does not exist")
+        return sorted(st.name for st in list(self._streams.values()) if st.scope == scope)
+
+    def stream_info(self, scope: str, stream: str) -> StreamInfo:
+        st = self._stream(scope, stream)
+        with self._append_lock:
+            return st.info()
+
+    def seal_stream(self, scope: str, stream: str) -> None:
+        """Seal a stream: open writers are flushed, then no more writes are accepted."""
+        with self._lock:
+            st = self._stream(scope, stream)
+            if st.sealed:
+                return
+            for w in list(st.writers):
+                w._refuse(StreamSealedError, f"stream {st.key} is sealed", flush=True)
+            with self._append_lock:
+                st.sealed = True
+                for seg in st.segments.values():
+                    seg.sealed = True
+            self._sync_all(f"seal {st.key}")
+            with self._meta.write() as txn:
+                for seg in st.segments.values():
+                    self._meta.put_segment(txn, seg.uid, {"stream": st.key, "id": seg.segment_id,
+                                                          "low": seg.low, "high": seg.high, "sealed": True})
+                self._meta.put_stream(txn, st.key, self._stream_record(st))
+            st.notify()
+
+    def delete_stream(self, scope: str, stream: str) -> None:
+        """Delete a stream (sealing it first, as Pravega requires)."""
+        with self._lock:
+            st = self._stream(scope, stream)
+            self.seal_stream(scope, stream)
+            for w in list(st.writers):
+                w._refuse(StreamNotFoundError, f"stream {st.key} was deleted", flush=False)
+            with self._meta.write() as txn:
+                self._meta.delete_stream(txn, st.key, [s.uid for s in st.segments.values()])
+            with self._append_lock:
+                st.deleted = True
+                del self._streams[st.key]
+                for seg in st.segments.values():
+                    self._seg_by_uid.pop(seg.uid, None)
+                    self._dirty_lengths.discard(seg.uid)
+                for wk in [k for k in self._writer_seqs if k[0] == st.key]:
+                    self._writer_seqs.pop(wk, None)
+                    self._dirty_writers.pop(wk, None)
+            st.notify()
+
+    def truncate_stream(self, scope: str, stream: str, cut: StreamCut) -> None:
+        """Make ``cut`` the stream's head: data before it is no longer readable."""
+        with self._lock:
+            st = self._stream(scope, stream)
+            positions = self._resolve_cut(st, cut, "truncate")
+            if positions is None:
+                return
+            self._sync_all(f"truncate {st.key}")
+            head = {sid: max(st.head.get(sid, 0), off) for sid, off in positions.items()}
+            with self._meta.write() as txn:
+                old = st.head
+                st.head = head
+                try:
+                    self._meta.put_stream(txn, st.key, self._stream_record(st))
+                except BaseException:
+                    st.head = old
+                    raise
+            st.notify()
+
+    def _resolve_cut(self, st: StreamState, cut: StreamCut | None, what: str,
+                     *, check_boundaries: bool = True) -> dict[int, int] | None:
+        """Validate a cut against the stream; None for UNBOUNDED/None."""
+        if cut is None or (isinstance(cut, StreamCut) and cut.positions is None):
+            return None
+        if not isinstance(cut, StreamCut):
+            raise InvalidStreamCutError(f"{what}: expected a StreamCut, got {type(cut).__name__}")
+        if (cut.scope, cut.stream) != st.names:
+            raise InvalidStreamCutError(
+                f"{what}: the StreamCut is of {cut.scope}/{cut.stream}, not of {st.key}"
+            )
+        positions = cut.as_dict()
+        if set(positions) != set(st.segments):
+            raise InvalidStreamCutError(
+                f"{what}: the StreamCut names segments {sorted(positions)} but {st.key} has "
+                f"{sorted(st.segments)}"
+            )
+        for sid, off in positions.items():
+            seg = st.segments[sid]
+            if off > seg.length:
+                raise InvalidStreamCutError(
+                    f"{what}: offset {off} is beyond the end ({seg.length}) of segment {seg.name}"
+                )
+            if check_boundaries:
+                SegmentSource(self, seg).check_boundary(off, what)
+        return positions
+
+    # ------------------------------------------------------------------ writers and readers
+    def create_writer(self, scope: str, stream: str, writer_id: str | None = None, *,
+                      serializer: Any = None, linger: float = 0.001,
+                      batch_bytes: int = 256 * 1024) -> EventStreamWriter:
+        """A writer for one stream. ``writer_id`` names it for exactly-once resumption."""
+        if writer_id is None:
+            writer_id = f"w-{os.getpid()}-{time.monotonic_ns():x}-{id(object()):x}"
+        validate_writer_id(writer_id)
+        if not (isinstance(linger, (int, float)) and 0 <= linger <= 60):
+            raise InvalidConfigurationError(f"linger must be 0..60 seconds, got {linger!r}")
+        if not (isinstance(batch_bytes, int) and 1 <= batch_bytes <= MAX_BATCH_BYTES):
+            raise InvalidConfigurationError(f"batch_bytes must be 1..{MAX_BATCH_BYTES}, got {batch_bytes!r}")
+        with self._lock:
+            st = self._stream(scope, stream)
+            if st.sealed:
+                raise StreamSealedError(f"stream {st.key} is sealed")
+            if any(w.writer_id == writer_id for w in st.writers):
+                raise WriterExistsError(f"writer {writer_id!r} is already open on {st.key}")
+            wk = (st.key, writer_id)
+            last = self._writer_seqs.get(wk)
+            if last is None:
+                last = self._meta.writer_seq(st.key, writer_id)
+            w = EventStreamWriter(self, st, writer_id, serializer, -1 if last is None else last,
+                                  linger=float(linger), batch_bytes=batch_bytes)
+            st.writers.add(w)
+            self._writers.add(w)
+            return w
+
+    def _writer_closed(self, w: EventStreamWriter) -> None:
+        with self._lock:
+            w._stream.writers.discard(w)
+            self._writers.discard(w)
+
+    def create_reader(self, scope: str, stream: str, start: StreamCut | None = None,
+                      end: StreamCut | None = None, *, serializer: Any = None) -> EventStreamReader:
+        """A standalone reader of one stream from ``start`` (default: head) to ``end``
+        (default: unbounded, following the tail)."""
+        st = self._stream(scope, stream)
+        start_pos = self._resolve_cut(st, start, "create_reader start")
+        end_pos = self._resolve_cut(st, end, "create_reader end")
+        r = EventStreamReader(self, st, start_pos, end_pos, serializer)
+        self._readers.add(r)
+        return r
+
+    def read_slice(self, scope: str, stream: str, start: StreamCut | None = None,
+                   end: StreamCut | None = None, *, serializer: Any = None) -> Slice:
+        """The events between two cuts (default: head to the current tail), per segment in
+        order: iterate it, or turn it into Arrow/pandas with ``.to_arrow()``/``.to_pandas()``."""
+        st = self._stream(scope, stream)
+        start_pos = self._resolve_cut(st, start, "read_slice start")
+        end_pos = self._resolve_cut(st, end, "read_slice end")
+        return Slice(self, st, start_pos, end_pos, serializer)
+
+    def fetch_event(self, pointer: EventPointer, *, serializer: Any = None) -> EventRead:
+        """Read the one event an EventPointer points to."""
+        if not isinstance(pointer, EventPointer):
+            raise InvalidStreamCutError(f"expected an EventPointer, got {type(pointer).__name__}")
+        st = self._stream(pointer.scope, pointer.stream)
+        seg = st.segments.get(pointer.segment_id)
+        if seg is None:
+            from .errors import SegmentNotFoundError
+            raise SegmentNotFoundError(f"{st.key} has no segment {pointer.segment_id}")
+        return SegmentSource(self, seg).fetch(pointer.offset, pointer.length, serializer)
+
+    # ------------------------------------------------------------------ the append path
+    def _append_events(self, st: StreamState, wid: bytes, first: int, last: int,
+                       by_seg: dict[Segment, list[tuple[bytes | None, list[bytes]]]]) -> int:
+        nsec = len(by_seg)
+        ngroups = sum(map(len, by_seg.values()))
+        sections = ffi.new("pe_section[]", nsec)
+        groups = ffi.new("pe_group[]", ngroups)
+        keys: list[bytes] = []
+        evs: list[bytes] = []
+        extra = 0
+        gi = 0
+        segs = list(by_seg)
+        for si, seg in enumerate(segs):
+            glist = by_seg[seg]
+            sections[si].segment_uid = seg.uid
+            sections[si].n_groups = len(glist)
+            for kb, lst in glist:
+                g = groups[gi]
+                gi += 1
+                n = len(lst)
+                g.n_events = n
+                if kb is None:
+                    g.key_len = _NO_KEY
+                    extra += _FRAME * n
+                else:
+                    g.key_len = len(kb)
+                    keys.append(kb)
+                    extra += (_FRAME + len(kb)) * n
+                evs += lst
+        payload = b"".join(evs)
+        lens = array("I", map(len, evs))
+        keys_b = b"".join(keys)
+        size = _REC_FIXED + len(wid) + _SEC * nsec + extra + len(payload)
+        out = bytearray(size)
+        outs = ffi.new("uint64_t[3]")
+        with self._append_lock:
+            if st.deleted:
+                raise StreamNotFoundError(f"stream {st.key} was deleted")
+            for si, seg in enumerate(segs):
+                if seg.sealed:
+                    raise StreamSealedError(f"segment {seg.name} is sealed")
+                sections[si].segment_offset = seg.length
+            status = lib.pe_journal_append_events(
+                self._journal.handle, wid, len(wid), first, last, time.time_ns(), sections, nsec,
+                groups, ngroups, keys_b, len(keys_b), ffi.from_buffer("uint32_t[]", lens), len(evs),
+                payload, len(payload), ffi.from_buffer(out), size, outs, outs + 1, outs + 2)
+            if status != lib.PE_OK:
+                check(status, f"append to {st.key}")
+            rec_pos = outs[1]
+            view = memoryview(out)
+            entries = []
+            with self._index_lock:
+                for si, seg in enumerate(segs):
+                    sec = sections[si]
+                    nbytes = sec.n_bytes
+                    rel = sec.data_pos - rec_pos
+                    entry = seg.add_section(seg.length, nbytes, sec.data_pos, view[rel : rel + nbytes])
+                    entries.append(entry)
+                    self._idx_pending.append((seg, entry, sec.n_events))
+                    seg.length += nbytes
+                    self._dirty_lengths.add(seg.uid)
+                self._tail.append((size, entries))
+                self._tail_bytes += size
+                while self._tail_bytes > self.tail_cache_bytes and len(self._tail) > 1:
+                    nb, old = self._tail.popleft()
+                    self._tail_bytes -= nb
+                    for e in old:
+                        e[3] = None
+            wk = (st.key, wid.decode("utf-8", "surrogateescape"))
+            self._writer_seqs[wk] = last
+            self._dirty_writers[wk] = last
+            end = outs[2]
+        st.notify()
+        return end
+
+    # ------------------------------------------------------------------ background threads
+    def _wake_linger(self) -> None:
+        self._linger_wake.set()
+
+    def _linger_loop(self) -> None:
+        wake = self._linger_wake
+        while not self._stop.is_set():
+            now = time.monotonic()
+            nxt = None
+            for w in list(self._writers):
+                due = w._linger_tick(now)
+                if due is not None and (nxt is None or due < nxt):
+                    nxt = due
+            timeout = None if nxt is None else max(0.0, nxt - time.monotonic())
+            if timeout is None or timeout > 0:
+                wake.wait(timeout)
+            wake.clear()
+
+    def _checkpoint_loop(self) -> None:
+        while not self._stop.wait(self.checkpoint_interval):
+            try:
+                self.checkpoint()
+            except Exception:  # noqa: BLE001 - the journal failed; appends will report it
+                if self._closed:
+                    return
+
+    def checkpoint(self) -> int:
+        """Write lengths, writer sequences and the section index to LMDB up to the current
+        journal position (after making the journal durable there). Returns that position."""
+        with self._ckpt_lock:
+            with self._append_lock:
+                written = self._journal.state()[0]
+                lengths = {uid: self._seg_by_uid[uid].length for uid in self._dirty_lengths
+                           if uid in self._seg_by_uid}
+                self._dirty_lengths = set()
+                writers, self._dirty_writers = self._dirty_writers, {}
+                with self._index_lock:
+                    idx, self._idx_pending = self._idx_pending, []
+            try:
+                if self.durability == "fsync":
+                    self._journal.sync(written, None, what="checkpoint")
+                elif self.durability == "os":
+                    self._journal.fsync_files()
+                self._meta.checkpoint(
+                    written, lengths, writers,
+                    ((seg.uid, e[0], e[2], e[1] - e[0], nev) for seg, e, nev in idx),
+                )
+            except BaseException:
+                with self._append_lock:
+                    self._dirty_lengths |= set(lengths)
+                    for k, v in writers.items():
+                        self._dirty_writers.setdefault(k, v)
+                    with self._index_lock:
+                        self._idx_pending[:0] = idx
+                raise
+            with self._index_lock:
+                touched = set()
+                for seg, e, _ in idx:
+                    e[4] = True
+                    touched.add(seg)
+                for seg in touched:
+                    seg.trim()
+            return written
+
+    # ------------------------------------------------------------------ closing
+    @property
+    def closed(self) -> bool:
+        return self._closed
+
+    def close(self) -> None:
+        """Flush and close writers, checkpoint, close files, release the lock. Idempotent."""
+        if self._closed:
+            return
+        first_error: BaseException | None = None
+        for w in list(self._writers):
+            try:
+                w.close()
+            except BaseException as exc:  # noqa: BLE001
+                first_error = first_error or exc
+        for r in list(self._readers):
+            r.close()
+        self._stop.set()
+        self._linger_wake.set()
+        self._linger_thread.join()
+        self._ckpt_thread.join()
+        try:
+            self.checkpoint()
+        except BaseException as exc:  # noqa: BLE001
+            first_error = first_error or exc
+        with self._lock:
+            self._closed = True
+            for st in self._streams.values():
+                st.notify()
+            try:
+                self._journal.close()
+            except BaseException as exc:  # noqa: BLE001
+                first_error = first_error or exc
+            self._meta.close()
+            os.close(self._lock_fd)
+        if self._temporary:
+            shutil.rmtree(self.path, ignore_errors=True)
+        if first_error is not None:
+            raise first_error
+
+    def __enter__(self) -> "Store":
+        return self
+
+    def __exit__(self, *exc: Any) -> None:
+        self.close()
+
+    def __repr__(self) -> str:
+        return f"<Store {self.path!r} durability={self.durability}{' closed' if self._closed else ''}>"
+
+    def _repr_html_(self) -> str:
+        if self._closed:
+            return f"<b>Store</b> {self.path} (closed)"
+        rows = "".join(
+            f"<tr><td>{st.scope}</td><td>{st.name}</td><td>{len(st.segments)}</td>"
+            f"<td>{sum(s.length for s in st.segments.values()):,}</td><td>{'sealed' if st.sealed else 'open'}</td></tr>"
+            for st in sorted(self._streams.values(), key=lambda s: s.key)
+        )
+        return (f"<b>Store</b> {self.path} (durability={self.durability})<table><tr><th>scope</th>"
+                f"<th>stream</th><th>segments</th><th>bytes</th><th>state</th></tr>{rows}</table>")
+
+
+def open(path: str | os.PathLike[str] = "./data", durability: str = "fsync", **options: Any) -> Store:  # noqa: A001
+    """Open (creating if needed) the store in directory ``path``.
+
+    durability: "fsync" (default; acknowledged after fdatasync, with group commit), "os"
+    (acknowledged once in the OS page cache) or "none" (tests only).
+    """
+    return Store(os.fspath(path), durability, **options)
+
+
+def open_temporary(durability: str = "none", **options: Any) -> Store:
+    """A fast store in a new temporary directory, deleted again on close (for tests)."""
+    path = tempfile.mkdtemp(prefix="pravega-embedded-")
+    return Store(path, durability, _temporary=True, **options)

@@ -1,0 +1,411 @@
+"""Event writers: buffered, batched, exactly-once appends to one stream.
+
+Owns: a writer's pending events (grouped by routing key), its sequence numbers, and the
+handshake that lets another thread (the store's linger thread, ``flush()`` or ``close()``) take
+the pending batch without a lock on the per-event path.
+
+Invariants:
+  1. Sequence numbers of a writer only grow. Auto sequences are ``last + 1``; an explicit
+     ``sequence=`` at or below the writer's last sequence is a duplicate and is dropped.
+  2. Batches reach the journal in sequence order, each as one record carrying the writer's last
+     sequence, so after a crash the durable events of a writer are a gap-free prefix and
+     ``last_sequence`` of a re-created writer says where to resume.
+  3. ``write_events(events, routing_key)`` is atomic: all its events go into one record.
+  4. Per routing key, events keep their write order (one list per key per batch; a key maps to
+     one segment).
+  5. The pending batch is swapped out only when the writer thread is outside the per-event
+     critical region: the writer raises ``_busy`` then checks ``_drain_pending``; a drainer
+     raises ``_drain_pending`` then waits for ``_busy`` to fall (Dekker's handshake; CPython
+     attribute loads and stores are sequentially consistent under the GIL).
+
+Thread-safety: ``write_event``/``write_events`` from one thread at a time (use one writer per
+thread); ``flush``, ``close``, ``durable_sequence`` from any thread.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections import deque
+from typing import Any, Iterable
+
+from .errors import (
+    EventTooLargeError,
+    InvalidRoutingKeyError,
+    InvalidSequenceError,
+    WriterClosedError,
+)
+from .routing import key_point, owner_index
+from .serializers import resolve
+
+__all__ = ["EventStreamWriter", "MAX_EVENT_SIZE"]
+
+MAX_EVENT_SIZE = 8 * 1024 * 1024
+MAX_KEY_BYTES = 4096
+MAX_BATCH_BYTES = 64 * 1024 * 1024
+_ROUTE_CACHE = 100_000
+_NOKEY: list[object] = []
+
+
+def _nokey(i: int) -> object:
+    while len(_NOKEY) <= i:
+        _NOKEY.append(object())
+    return _NOKEY[i]
+
+
+def _coerce(event: Any) -> bytes:
+    if isinstance(event, (bytearray, memoryview)):
+        return bytes(event)
+    raise TypeError(
+        f"event must be bytes (or pass serializer='text'/'json'), not {type(event).__name__}"
+    )
+
+
+class _Refuse(dict):
+    """The pending map of a writer that accepts no more events: every lookup raises."""
+
+    def __init__(self, exc_type: type[Exception], message: str) -> None:
+        super().__init__()
+        self.exc_type, self.message = exc_type, message
+
+    def get(self, key: Any, default: Any = None) -> Any:  # noqa: ARG002
+        raise self.exc_type(self.message)
+
+
+class _Spreader:
+    """Pending list for events without a routing key: spreads them over the open segments."""
+
+    __slots__ = ("targets", "i")
+
+    def __init__(self, targets: list[list[bytes]], start: int) -> None:
+        self.targets, self.i = targets, start
+
+    def append(self, event: bytes) -> None:
+        self.targets[self.i].append(event)
+        self.i = (self.i + 1) % len(self.targets)
+
+    def extend(self, events: Iterable[bytes]) -> None:
+        for e in events:
+            self.append(e)
+
+
+class EventStreamWriter:
+    """Writes events to one stream. Create with ``store.create_writer(scope, stream, ...)``.
+
+    ``write_event`` returns the event's sequence number at once; the event is durable (under
+    the store's durability mode) once ``durable_sequence`` reaches it, which happens by itself
+    within ``linger`` seconds or at ``flush()``.
+    """
+
+    def __init__(self, store: Any, stream: Any, writer_id: str, serializer: Any, last_seq: int,
+                 *, linger: float, batch_bytes: int) -> None:
+        self._store = store
+        self._stream = stream
+        self.scope, self.stream = stream.scope, stream.name
+        self.writer_id = writer_id
+        self._wid_b = writer_id.encode()
+        ser = resolve(serializer)
+        self._ser_fn = ser.serialize if ser is not None else None
+        self.linger = linger
+        self.batch_bytes = batch_bytes
+        self._lists: dict[Any, Any] = {}
+        self._routes: dict[Any, tuple[Any, bytes | None]] = {}
+        self._seq = last_seq
+        self._submitted = last_seq
+        self._durable = last_seq
+        self._inflight: deque[tuple[int, int]] = deque()
+        self._ack_lock = threading.Lock()
+        self._io_lock = threading.Lock()
+        self._nbytes = 0
+        self._busy = False
+        self._drain_pending = False
+        self._batch_t0 = 0.0
+        self._refusal: tuple[type[Exception], str] | None = None
+        self._failed: tuple[dict[Any, Any], int, int] | None = None
+        self._closed = False
+        self._rr = 0
+        self.duplicates_dropped = 0
+
+    # ------------------------------------------------------------------ writing
+    def write_event(self, event: Any, routing_key: str | None = None, *, sequence: int | None = None) -> int:
+        """Buffer one event; return its sequence number. Same key, same order, always."""
+        if self._ser_fn is not None:
+            event = self._ser_fn(event)
+        elif type(event) is not bytes:
+            event = _coerce(event)
+        n = len(event)
+        if n > MAX_EVENT_SIZE:
+            raise EventTooLargeError(
+                f"event of {n} bytes for {self.scope}/{self.stream} is over the "
+                f"{MAX_EVENT_SIZE}-byte limit"
+            )
+        if sequence is not None:
+            return self._write_explicit(event, routing_key, sequence)
+        self._busy = True
+        try:
+            if self._drain_pending:
+                self._yield_to_drain()
+            lst = self._lists.get(routing_key)
+            if lst is None:
+                lst = self._new_key(routing_key)
+            lst.append(event)
+            self._nbytes += n
+            self._seq += 1
+            seq = self._seq
+        finally:
+            self._busy = False
+        if self._nbytes >= self.batch_bytes:
+            self._drain()
+        return seq
+
+    def write_events(self, events: Iterable[Any], routing_key: str | None = None) -> int:
+        """Buffer a batch atomically (one journal record); return the last sequence number."""
+        ser = self._ser_fn
+        evs = [ser(e) for e in events] if ser is not None else list(events)
+        if ser is None and not all(type(e) is bytes for e in evs):
+            evs = [e if type(e) is bytes else _coerce(e) for e in evs]
+        if not evs:
+            return self._seq
+        biggest = max(map(len, evs))
+        if biggest > MAX_EVENT_SIZE:
+            raise EventTooLargeError(
+                f"an event of {biggest} bytes for {self.scope}/{self.stream} is over the "
+                f"{MAX_EVENT_SIZE}-byte limit; nothing of this batch was written"
+            )
+        nbytes = sum(map(len, evs))
+        if nbytes > MAX_BATCH_BYTES:
+            raise EventTooLargeError(
+                f"a batch of {nbytes} bytes for {self.scope}/{self.stream} is over the "
+                f"{MAX_BATCH_BYTES}-byte limit of one atomic record; write it in parts"
+            )
+        if self._nbytes + nbytes > MAX_BATCH_BYTES:
+            self._drain()
+        self._busy = True
+        try:
+            if self._drain_pending:
+                self._yield_to_drain()
+            lst = self._lists.get(routing_key)
+            if lst is None:
+                lst = self._new_key(routing_key)
+            lst.extend(evs)
+            self._nbytes += nbytes
+            self._seq += len(evs)
+            seq = self._seq
+        finally:
+            self._busy = False
+        if self._nbytes >= self.batch_bytes:
+            self._drain()
+        return seq
+
+    def _write_explicit(self, event: bytes, routing_key: str | None, sequence: int) -> int:
+        if type(sequence) is not int or not 0 <= sequence < (1 << 63):
+            raise InvalidSequenceError(
+                f"writer {self.writer_id!r} on {self.scope}/{self.stream}: sequence must be an "
+                f"int in [0, 2**63), got {sequence!r}"
+            )
+        self._busy = True
+        try:
+            if self._drain_pending:
+                self._yield_to_drain()
+            if sequence <= self._seq:
+                lst = self._lists.get(routing_key)  # still raises if the writer is closed
+                self.duplicates_dropped += 1
+                return sequence
+            lst = self._lists.get(routing_key)
+            if lst is None:
+                lst = self._new_key(routing_key)
+            lst.append(event)
+            self._nbytes += len(event)
+            self._seq = sequence
+        finally:
+            self._busy = False
+        if self._nbytes >= self.batch_bytes:
+            self._drain()
+        return sequence
+
+    def _new_key(self, key: Any) -> Any:
+        """First event of ``key`` in this batch: route it and start its list (writer thread)."""
+        lists = self._lists
+        if not lists:
+            self._batch_t0 = time.monotonic()
+            self._store._wake_linger()
+        if key is None:
+            segs = self._stream.open_segments
+            targets = []
+            for i, seg in enumerate(segs):
+                k = _nokey(i)
+                self._routes[k] = (seg, None)
+                lists[k] = t = []
+                targets.append(t)
+            self._rr = (self._rr + 1) % len(segs)
+            sp = lists[None] = _Spreader(targets, self._rr)
+            return sp
+        route = self._routes.get(key)
+        if route is None:
+            if type(key) is not str:
+                raise InvalidRoutingKeyError(
+                    f"routing key must be a str or None, not {type(key).__name__}"
+                )
+            kb = key.encode("utf-8", "surrogateescape")
+            if len(kb) > MAX_KEY_BYTES:
+                raise InvalidRoutingKeyError(
+                    f"routing key of {len(kb)} bytes is over the {MAX_KEY_BYTES}-byte limit"
+                )
+            st = self._stream
+            route = self._routes[key] = (st.open_segments[owner_index(st.lows, key_point(key))], kb)
+        lst: list[bytes] = []
+        lists[key] = lst
+        return lst
+
+    # ------------------------------------------------------------------ handing batches over
+    def _yield_to_drain(self) -> None:
+        """Writer thread, inside the critical region, saw a drainer: step out until it is done."""
+        while self._drain_pending:
+            self._busy = False
+            while self._drain_pending:
+                time.sleep(0)
+            self._busy = True
+
+    def _take(self) -> tuple[dict[Any, Any], int]:
+        """Swap out the pending batch (any thread; caller holds _io_lock). Invariant 5."""
+        self._drain_pending = True
+        try:
+            while self._busy:
+                time.sleep(0)
+            lists, seq = self._lists, self._seq
+            refusal = self._refusal
+            self._lists = {} if refusal is None else _Refuse(*refusal)
+            self._nbytes = 0
+            self._batch_t0 = 0.0
+        finally:
+            self._drain_pending = False
+        if len(self._routes) > _ROUTE_CACHE:
+            self._routes = {k: v for k, v in self._routes.items() if k in lists}
+        return lists, seq
+
+    def _drain(self) -> int | None:
+        """Append the pending batch to the journal; return its end position (or None)."""
+        with self._io_lock:
+            if self._failed is not None:
+                self._submit(*self._failed)
+                self._failed = None
+            lists, seq = self._take()
+            if seq == self._submitted:
+                return None
+            batch = (lists, self._submitted + 1, seq)
+            try:
+                self._submit(*batch)
+            except BaseException:
+                self._failed = batch  # kept, in order, for the next flush (nothing is lost)
+                raise
+            return self._inflight[-1][0] if self._inflight else None
+
+    def _submit(self, lists: dict[Any, Any], first: int, last: int) -> None:
+        by_seg: dict[Any, list[tuple[bytes | None, list[bytes]]]] = {}
+        routes = self._routes
+        for key, lst in lists.items():
+            if type(lst) is not list or not lst:
+                continue
+            seg, kb = routes[key]
+            g = by_seg.get(seg)
+            if g is None:
+                by_seg[seg] = [(kb, lst)]
+            else:
+                g.append((kb, lst))
+        if by_seg:
+            end = self._store._append_events(self._stream, self._wid_b, first, last, by_seg)
+            with self._ack_lock:
+                self._inflight.append((end, last))
+        else:
+            with self._ack_lock:
+                if not self._inflight:
+                    self._durable = max(self._durable, last)
+        self._submitted = last
+
+    def _linger_tick(self, now: float) -> float | None:
+        """Called by the store's linger thread: drain if the batch is older than ``linger``.
+        Returns when this writer next needs a tick (None: nothing pending)."""
+        t0 = self._batch_t0
+        if not t0:
+            return None
+        due = t0 + self.linger
+        if now < due:
+            return due
+        try:
+            self._drain()
+        except Exception:  # noqa: BLE001 - kept in _failed; raised by the next flush/write
+            pass
+        return None
+
+    # ------------------------------------------------------------------ acknowledgement
+    @property
+    def last_sequence(self) -> int:
+        """The last sequence number written (-1: none yet). After a restart: the last durable
+        one, so an application resumes from ``last_sequence + 1``."""
+        return self._seq
+
+    @property
+    def durable_sequence(self) -> int:
+        """The highest sequence number known durable under the store's durability mode."""
+        with self._ack_lock:
+            infl = self._inflight
+            if infl:
+                synced = self._store._journal.synced()
+                while infl and infl[0][0] <= synced:
+                    self._durable = infl.popleft()[1]
+            return self._durable
+
+    def flush(self, timeout: float | None = None) -> int:
+        """Wait until every event written so far is durable; return ``durable_sequence``."""
+        if self._closed:
+            raise WriterClosedError(f"writer {self.writer_id!r} on {self.scope}/{self.stream} is closed")
+        return self._flush(timeout)
+
+    def _flush(self, timeout: float | None) -> int:
+        self._drain()
+        with self._ack_lock:
+            end = self._inflight[-1][0] if self._inflight else None
+        if end is not None:
+            self._store._journal.sync(end, timeout, what=f"flush of writer {self.writer_id!r}")
+        return self.durable_sequence
+
+    # ------------------------------------------------------------------ lifecycle
+    def _refuse(self, exc_type: type[Exception], message: str, *, flush: bool) -> None:
+        """Stop accepting events (seal, delete, close): later writes raise exc_type."""
+        self._refusal = (exc_type, message)
+        if flush:
+            self._drain()
+        else:
+            with self._io_lock:
+                self._take()
+
+    def close(self) -> None:
+        """Flush and close. Idempotent."""
+        if self._closed:
+            return
+        self._closed = True
+        try:
+            if self._refusal is None:
+                self._refusal = (
+                    WriterClosedError,
+                    f"writer {self.writer_id!r} on {self.scope}/{self.stream} is closed",
+                )
+            self._flush(None)
+        finally:
+            self._store._writer_closed(self)
+
+    @property
+    def closed(self) -> bool:
+        return self._closed
+
+    def __enter__(self) -> "EventStreamWriter":
+        return self
+
+    def __exit__(self, *exc: Any) -> None:
+        self.close()
+
+    def __repr__(self) -> str:
+        return (
+            f"<EventStreamWriter {self.writer_id!r} on {self.scope}/{self.stream} "
+            f"last_sequence={self._seq}{' closed' if self._closed else ''}>"
+        )
