@@ -140,16 +140,17 @@ class Journal:
                     f"{file_name(base)} starts at {base}"
                 )
             size = os.path.getsize(path)
-            if size < HEADER or not self._header_ok(path, base):
-                if last_file and size <= HEADER and (i > first or base + HEADER >= start):
-                    # a crash while creating the file: it holds no record
+            status = self._header_status(path, base)
+            if status != lib.PE_OK:
+                if last_file and size <= HEADER:
+                    # a crash while the file was being created (rolling): it holds no record
                     self._save_torn(path, 0, size, base)
                     os.unlink(path)
                     bases.pop()
                     if not bases:
                         return base, base + HEADER, records
                     return bases[-1], end, records
-                raise CorruptDataError(f"journal file {path} has a damaged header")
+                check(status, f"journal file {path} header")
             scan_from = max(start, base + HEADER)
             if scan_from > base + size:
                 raise CorruptDataError(
@@ -180,15 +181,17 @@ class Journal:
                     os.fsync(f.fileno())
         return bases[-1], end, records
 
-    def _header_ok(self, path: str, base: int) -> bool:
+    @staticmethod
+    def _header_status(path: str, base: int) -> int:
+        """PE_OK if the file starts with a valid header for ``base``, else a PE_ERR_* code."""
         with open(path, "rb") as f:
             head = f.read(HEADER)
         out_base = ffi.new("uint64_t *")
         version = ffi.new("uint32_t *")
         status = lib.pe_file_header_parse(head, len(head), out_base, version)
-        if status == lib.PE_ERR_FORMAT:
-            check(status, f"journal file {path}")
-        return status == lib.PE_OK and out_base[0] == base
+        if status == lib.PE_OK and out_base[0] != base:
+            return lib.PE_ERR_CORRUPT
+        return status
 
     def _save_torn(self, path: str, start: int, size: int, base: int) -> None:
         if size <= start:

@@ -1,0 +1,209 @@
+"""The ``pravega-embedded`` command: admin, kcat-like write/read, and the demo.
+
+Owns: argument parsing and text output; it uses only the public API.
+
+Thread-safety: a command-line entry point (one call per process).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+import time
+from typing import Any, Sequence
+
+from . import errors
+from .config import ScalingPolicy, StreamConfiguration
+from .store import open as open_store
+from .streamcut import StreamCut, format_segment_id
+
+__all__ = ["main"]
+
+
+def _stream_arg(text: str) -> tuple[str, str]:
+    scope, sep, stream = text.partition("/")
+    if not sep:
+        raise argparse.ArgumentTypeError(f"expected SCOPE/STREAM, got {text!r}")
+    return scope, stream
+
+
+def _cut_arg(text: str) -> StreamCut:
+    try:
+        return StreamCut.from_text(text)
+    except errors.InvalidStreamCutError as exc:
+        raise argparse.ArgumentTypeError(str(exc)) from None
+
+
+def _parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(prog="pravega-embedded", description=__doc__.splitlines()[0])
+    p.add_argument("--store", default="./data", help="store directory (default ./data)")
+    p.add_argument("--durability", default="fsync", choices=["fsync", "os", "none"])
+    sub = p.add_subparsers(dest="cmd", required=True)
+    s = sub.add_parser("create-scope", help="create a scope")
+    s.add_argument("scope")
+    s = sub.add_parser("create-stream", help="create a stream (and its scope if needed)")
+    s.add_argument("stream", type=_stream_arg, metavar="SCOPE/STREAM")
+    s.add_argument("--segments", type=int, default=1, help="fixed segment count (default 1)")
+    s = sub.add_parser("list", help="list scopes, or the streams of a scope")
+    s.add_argument("scope", nargs="?")
+    s = sub.add_parser("info", help="segments, head and tail cuts of a stream")
+    s.add_argument("stream", type=_stream_arg, metavar="SCOPE/STREAM")
+    s.add_argument("--json", action="store_true")
+    s = sub.add_parser("write", help="write stdin lines as events")
+    s.add_argument("stream", type=_stream_arg, metavar="SCOPE/STREAM")
+    s.add_argument("--key", help="routing key for every line")
+    s.add_argument("--key-field", help="lines are JSON objects; route by this field")
+    s.add_argument("--writer-id", help="writer id (exactly-once resumption)")
+    s = sub.add_parser("read", help="print events as lines")
+    s.add_argument("stream", type=_stream_arg, metavar="SCOPE/STREAM")
+    s.add_argument("--from", dest="start", type=_cut_arg, help="start StreamCut text")
+    s.add_argument("--to", dest="end", type=_cut_arg, help="end StreamCut text")
+    s.add_argument("--follow", "-f", action="store_true", help="keep reading new events")
+    s.add_argument("--show-key", action="store_true", help="print KEY<TAB>EVENT")
+    s.add_argument("--show-cut", action="store_true", help="print the cut after the last event to stderr")
+    for name, help_ in (("seal", "seal a stream"), ("delete", "delete a stream")):
+        s = sub.add_parser(name, help=help_)
+        s.add_argument("stream", type=_stream_arg, metavar="SCOPE/STREAM")
+    s = sub.add_parser("truncate", help="truncate a stream at a StreamCut")
+    s.add_argument("stream", type=_stream_arg, metavar="SCOPE/STREAM")
+    s.add_argument("cut", type=_cut_arg)
+    s = sub.add_parser("demo", help="write and read back a small sensor stream")
+    s.add_argument("--events", type=int, default=100_000)
+    return p
+
+
+def _out(line: str) -> None:
+    sys.stdout.write(line + "\n")
+
+
+def _info(store: Any, scope: str, stream: str, as_json: bool) -> None:
+    info = store.stream_info(scope, stream)
+    if as_json:
+        _out(json.dumps({
+            "scope": scope, "stream": stream, "sealed": info.sealed,
+            "head": info.head.to_text(), "tail": info.tail.to_text(),
+            "segments": [{"segment": format_segment_id(s.segment_id), "key_low": s.key_low,
+                          "key_high": s.key_high, "head": s.head, "length": s.length,
+                          "sealed": s.sealed} for s in info.segments],
+        }))
+        return
+    _out(f"stream {scope}/{stream}{' (sealed)' if info.sealed else ''}")
+    _out(f"  head: {info.head.to_text()}")
+    _out(f"  tail: {info.tail.to_text()}")
+    _out("  segment  key range            head        length  state")
+    for s in info.segments:
+        _out(f"  {format_segment_id(s.segment_id):>7}  [{s.key_low:.4f}, {s.key_high:.4f})  "
+             f"{s.head:>10}  {s.length:>12}  {'sealed' if s.sealed else 'open'}")
+
+
+def _write(store: Any, scope: str, stream: str, args: argparse.Namespace) -> None:
+    n = 0
+    with store.create_writer(scope, stream, writer_id=args.writer_id) as w:
+        for line in sys.stdin.buffer:
+            line = line.rstrip(b"\r\n")
+            key = args.key
+            if args.key_field:
+                try:
+                    obj = json.loads(line)
+                    key = None if obj.get(args.key_field) is None else str(obj[args.key_field])
+                except (ValueError, AttributeError):
+                    raise errors.SerializationError(
+                        f"line {n + 1} is not a JSON object with field {args.key_field!r}"
+                    ) from None
+            w.write_event(line, routing_key=key)
+            n += 1
+        w.flush()
+    print(f"wrote {n} events to {scope}/{stream}", file=sys.stderr)
+
+
+def _read(store: Any, scope: str, stream: str, args: argparse.Namespace) -> None:
+    out = sys.stdout.buffer
+    with store.create_reader(scope, stream, start=args.start, end=args.end) as r:
+        while True:
+            ev = r.read_next_event(timeout=0.5 if args.follow else 0)
+            if ev is None:
+                if args.follow and args.end is None:
+                    out.flush()
+                    continue
+                break
+            if args.show_key:
+                out.write((ev.routing_key or "").encode() + b"\t")
+            out.write(ev.event + b"\n")
+        out.flush()
+        if args.show_cut:
+            print(r.position().to_text(), file=sys.stderr)
+
+
+def demo(store_path: str, durability: str, events: int) -> None:
+    """Write ``events`` sensor readings to iot/sensors and read them back, with timings."""
+    with open_store(store_path, durability) as store:
+        store.create_scope("iot", exist_ok=True)
+        store.create_stream("iot", "sensors", StreamConfiguration(scaling=ScalingPolicy.fixed(4)), exist_ok=True)
+        before = store.stream_info("iot", "sensors").tail
+        t = time.perf_counter()
+        with store.create_writer("iot", "sensors", writer_id="demo-gateway") as w:
+            for i in range(events):
+                w.write_event(b'{"sensor":%d,"value":%d}' % (i % 64, i), routing_key=f"sensor-{i % 64}")
+            w.flush()
+            last = w.last_sequence
+        dt = time.perf_counter() - t
+        _out(f"wrote {events:,} events in {dt:.3f}s ({events / dt:,.0f} events/s, durable: fsync={durability})")
+        _out(f"writer demo-gateway last sequence: {last}")
+        after = store.stream_info("iot", "sensors").tail
+        t = time.perf_counter()
+        table = store.read_slice("iot", "sensors", start=before, end=after).to_arrow()
+        dt = time.perf_counter() - t
+        _out(f"read the slice {before.to_text()} .. {after.to_text()}")
+        _out(f"  -> Arrow table of {table.num_rows:,} rows in {dt:.3f}s")
+        assert table.num_rows == events
+        r = store.create_reader("iot", "sensors", start=before, end=after)
+        per_key: dict[str, int] = {}
+        n = 0
+        while (ev := r.read_next_event(timeout=0)) is not None:
+            per_key[ev.routing_key] = per_key.get(ev.routing_key, 0) + 1
+            n += 1
+        _out(f"reader got {n:,} events over {len(per_key)} routing keys")
+        _info(store, "iot", "sensors", False)
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    args = _parser().parse_args(argv)
+    try:
+        if args.cmd == "demo":
+            demo(args.store, args.durability, args.events)
+            return 0
+        with open_store(args.store, args.durability) as store:
+            if args.cmd == "create-scope":
+                store.create_scope(args.scope, exist_ok=True)
+            elif args.cmd == "create-stream":
+                scope, stream = args.stream
+                store.create_scope(scope, exist_ok=True)
+                store.create_stream(scope, stream, StreamConfiguration(scaling=ScalingPolicy.fixed(args.segments)), exist_ok=True)
+            elif args.cmd == "list":
+                for name in (store.list_streams(args.scope) if args.scope else store.list_scopes()):
+                    _out(name)
+            elif args.cmd == "info":
+                _info(store, *args.stream, args.json)
+            elif args.cmd == "write":
+                _write(store, *args.stream, args)
+            elif args.cmd == "read":
+                _read(store, *args.stream, args)
+            elif args.cmd == "seal":
+                store.seal_stream(*args.stream)
+            elif args.cmd == "delete":
+                store.delete_stream(*args.stream)
+            elif args.cmd == "truncate":
+                store.truncate_stream(*args.stream, args.cut)
+        return 0
+    except errors.PravegaEmbeddedError as exc:
+        print(f"pravega-embedded: error: {exc}", file=sys.stderr)
+        return 1
+    except KeyboardInterrupt:
+        return 130
+    except BrokenPipeError:
+        return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
