@@ -212,3 +212,24 @@ int pe_journal_inject_fault(pe_journal *j, int32_t which, int32_t err, int32_t c
 /* Syncs (except in NONE mode), stops the sync thread, closes the file and frees the journal.
  * Always frees; returns the first error met. Passing NULL is allowed (PE_OK). */
 int pe_journal_close(pe_journal *j);
+
+/* ------------------------------------------------------------------ Arrow columns */
+
+/* Sizes for pe_frames_to_columns: *out_payload_bytes = sum of payload_len[0..n), *out_key_bytes
+ * = sum of key_len[i] over events that have a key, *out_key_nulls = events without a key.
+ * Errors: PE_ERR_INVAL (NULL arrays with n > 0). */
+int pe_frames_sizes(uint32_t n, const uint32_t *payload_len, const int32_t *key_len,
+                    uint64_t *out_payload_bytes, uint64_t *out_key_bytes, uint32_t *out_key_nulls);
+
+/* Fills the columns of one Arrow record batch from n frames parsed by pe_parse_frames on buf:
+ * payload_data/payload_offsets (large_binary: n+1 offsets from 0), key_data/key_offsets
+ * (large_string) with key_validity (Arrow bitmap, (n+7)/8 bytes, bit set = has a key; may be
+ * NULL when no event lacks a key), segment_ids[i] = segment_id, offsets[i] = base_offset +
+ * frame_off[i]. Capacities must be at least what pe_frames_sizes returned. Never reads outside
+ * buf. Errors: PE_ERR_INVAL (a frame outside buf, capacity too small, NULL output). */
+int pe_frames_to_columns(const char *buf, uint64_t len, uint32_t n, const uint32_t *frame_off,
+                         const uint32_t *payload_len, const int32_t *key_len, int64_t segment_id,
+                         int64_t base_offset, char *payload_data, uint64_t payload_cap,
+                         int64_t *payload_offsets, char *key_data, uint64_t key_cap,
+                         int64_t *key_offsets, uint8_t *key_validity, int64_t *segment_ids,
+                         int64_t *offsets);

@@ -1,4 +1,4 @@
-"""Slices to Arrow: frames gathered into Arrow buffers in C, with no per-event Python work.
+"""Slices to Arrow: frames turned into Arrow buffers in C, with no per-event Python work.
 
 Owns: the conversion of a slice's chunks (segment, framed bytes, first offset) into a pyarrow
 Table with columns event (large_binary), routing_key (large_string, null when the event had no
@@ -6,7 +6,8 @@ key), segment_id (int64) and offset (int64).
 
 Invariants:
   1. Row order is chunk order, and within a chunk offset order (so per-key write order).
-  2. The event and key bytes are copied once, by pe_gather_payloads, into Arrow buffers.
+  2. Event and key bytes are copied once, by ``pe_frames_to_columns``, into buffers that Arrow
+     owns (allocated uninitialised by pyarrow); nothing else is copied.
 
 Thread-safety: pure function of its input.
 """
@@ -17,7 +18,6 @@ from array import array
 from typing import Any, Iterable
 
 import pyarrow as pa
-import pyarrow.compute as pc
 
 from ._native import check, ffi, lib
 from .errors import CorruptDataError
@@ -30,62 +30,65 @@ SCHEMA = pa.schema([
     ("segment_id", pa.int64()),
     ("offset", pa.int64()),
 ])
-_CAP = 1 << 20
+_CAP = 1 << 18
 
 
-def _batch(data: bytes, seg_id: int, base: int, fo: array, pl: array, kl: array, n: int) -> pa.RecordBatch:
-    cbuf = ffi.from_buffer(data)
-    c_fo = ffi.from_buffer("uint32_t[]", fo)
-    total = sum(pl[:n]) if n < len(pl) else sum(pl)
-    payload = bytearray(total)
-    poffs = array("q", bytes(8 * (n + 1)))
-    check(lib.pe_gather_payloads(cbuf, len(data), n, c_fo, ffi.from_buffer("uint32_t[]", pl),
-                                 ffi.from_buffer("int32_t[]", kl), ffi.from_buffer(payload), total, 0,
-                                 ffi.from_buffer("int64_t[]", poffs)), "slice to Arrow")
-    events = pa.Array.from_buffers(pa.large_binary(), n, [None, pa.py_buffer(poffs), pa.py_buffer(payload)])
-    kl_arr = pa.Array.from_buffers(pa.int32(), n, [None, pa.py_buffer(kl)])
-    if pc.min(kl_arr).as_py() < 0:
-        valid = pc.greater_equal(kl_arr, 0)
-        klen = pc.max_element_wise(kl_arr, 0)
-        nulls = n - pc.sum(valid.cast(pa.int64())).as_py()
-        validity = valid.buffers()[1]
-    else:
-        klen, nulls, validity = kl_arr, 0, None
-    klen_buf = array("I")
-    klen_buf.frombytes(klen.buffers()[1].to_pybytes()[: 4 * n])
-    ktotal = pc.sum(klen.cast(pa.int64())).as_py() or 0
-    keys = bytearray(ktotal)
-    koffs = array("q", bytes(8 * (n + 1)))
-    minus = array("i", [-1]) * n
-    check(lib.pe_gather_payloads(cbuf, len(data), n, c_fo, ffi.from_buffer("uint32_t[]", klen_buf),
-                                 ffi.from_buffer("int32_t[]", minus), ffi.from_buffer(keys), ktotal, 0,
-                                 ffi.from_buffer("int64_t[]", koffs)), "slice to Arrow")
-    keys_arr = pa.Array.from_buffers(pa.large_string(), n, [validity, pa.py_buffer(koffs), pa.py_buffer(keys)],
-                                     null_count=nulls)
-    offsets = pc.add(pa.Array.from_buffers(pa.uint32(), n, [None, pa.py_buffer(fo)]).cast(pa.int64()), base)
-    seg_ids = pa.nulls(n, pa.int64()).fill_null(seg_id)
-    return pa.RecordBatch.from_arrays([events, keys_arr, seg_ids, offsets], schema=SCHEMA)
+class _Columns:
+    """Parse arrays reused across chunks, and the conversion of one chunk."""
 
+    def __init__(self) -> None:
+        self.fo = array("I", bytes(4 * _CAP))
+        self.pl = array("I", bytes(4 * _CAP))
+        self.kl = array("i", bytes(4 * _CAP))
+        self.c_fo = ffi.from_buffer("uint32_t[]", self.fo)
+        self.c_pl = ffi.from_buffer("uint32_t[]", self.pl)
+        self.c_kl = ffi.from_buffer("int32_t[]", self.kl)
+        self.n = ffi.new("uint32_t *")
+        self.consumed = ffi.new("uint64_t *")
+        self.sizes = ffi.new("uint64_t[2]")
+        self.nulls = ffi.new("uint32_t *")
 
-def slice_to_arrow(chunks: Iterable[tuple[Any, bytes, int]]) -> pa.Table:
-    """Build the Table from (segment, framed bytes, first offset) chunks."""
-    batches = []
-    fo = array("I", bytes(4 * _CAP))
-    pl = array("I", bytes(4 * _CAP))
-    kl = array("i", bytes(4 * _CAP))
-    c_fo, c_pl, c_kl = (ffi.from_buffer(t, a) for t, a in
-                        (("uint32_t[]", fo), ("uint32_t[]", pl), ("int32_t[]", kl)))
-    n_out = ffi.new("uint32_t *")
-    consumed = ffi.new("uint64_t *")
-    for seg, data, base in chunks:
+    def batches(self, name: str, seg_id: int, data: Any, base: int) -> Iterable[pa.RecordBatch]:
+        cbuf = ffi.from_buffer(data)
+        total = len(data)
         pos = 0
-        while pos < len(data):
-            part = data if pos == 0 else data[pos:]
-            check(lib.pe_parse_frames(ffi.from_buffer(part), len(part), _CAP, c_fo, c_pl, c_kl, n_out, consumed),
-                  f"slice of {seg.name}")
-            n = n_out[0]
+        while pos < total:
+            check(lib.pe_parse_frames(cbuf + pos, total - pos, _CAP, self.c_fo, self.c_pl, self.c_kl,
+                                      self.n, self.consumed), f"slice of {name}")
+            n = self.n[0]
             if n == 0:
-                raise CorruptDataError(f"slice of {seg.name}: a damaged frame at offset {base + pos}")
-            batches.append(_batch(part, seg.segment_id, base + pos, fo[:n], pl[:n], kl[:n], n))
-            pos += consumed[0]
+                raise CorruptDataError(f"slice of {name}: a damaged frame at offset {base + pos}")
+            yield self._batch(cbuf + pos, total - pos, n, seg_id, base + pos, name)
+            pos += self.consumed[0]
+
+    def _batch(self, cbuf: Any, length: int, n: int, seg_id: int, base: int, name: str) -> pa.RecordBatch:
+        check(lib.pe_frames_sizes(n, self.c_pl, self.c_kl, self.sizes, self.sizes + 1, self.nulls),
+              f"slice of {name}")
+        pbytes, kbytes, nulls = self.sizes[0], self.sizes[1], self.nulls[0]
+        alloc = pa.allocate_buffer
+        payload, poffs = alloc(pbytes), alloc(8 * (n + 1))
+        keys, koffs = alloc(kbytes), alloc(8 * (n + 1))
+        validity = alloc((n + 7) // 8) if nulls else None
+        seg_ids, offsets = alloc(8 * n), alloc(8 * n)
+        fb = ffi.from_buffer
+        check(lib.pe_frames_to_columns(
+            cbuf, length, n, self.c_fo, self.c_pl, self.c_kl, seg_id, base,
+            fb(payload), pbytes, fb("int64_t[]", poffs), fb(keys), kbytes, fb("int64_t[]", koffs),
+            fb("uint8_t[]", validity) if validity is not None else ffi.NULL,
+            fb("int64_t[]", seg_ids), fb("int64_t[]", offsets)), f"slice of {name}")
+        from_buffers = pa.Array.from_buffers
+        return pa.RecordBatch.from_arrays([
+            from_buffers(pa.large_binary(), n, [None, poffs, payload]),
+            from_buffers(pa.large_string(), n, [validity, koffs, keys], null_count=nulls),
+            from_buffers(pa.int64(), n, [None, seg_ids]),
+            from_buffers(pa.int64(), n, [None, offsets]),
+        ], schema=SCHEMA)
+
+
+def slice_to_arrow(chunks: Iterable[tuple[Any, Any, int]]) -> pa.Table:
+    """Build the Table from (segment, framed bytes or memoryview, first offset) chunks."""
+    cols = _Columns()
+    batches = []
+    for seg, data, base in chunks:
+        batches.extend(cols.batches(seg.name, seg.segment_id, data, base))
     return pa.Table.from_batches(batches, schema=SCHEMA)

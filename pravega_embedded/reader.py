@@ -131,12 +131,14 @@ class SegmentSource:
                 i -= 1
             return length
 
-    def read(self, offset: int, limit: int) -> tuple[bytes, int]:
-        """Complete frames from ``offset`` to the end of its section or ``limit``: (bytes, end)."""
+    def read(self, offset: int, limit: int, *, copy: bool = True) -> tuple[Any, int]:
+        """Complete frames from ``offset`` to the end of its section or ``limit``: (bytes, end).
+        With copy=False a cached section comes back as a read-only memoryview (no copy)."""
         start, end, pos, data = self.section(offset)
         stop = min(end, limit)
         if data is not None:
-            return bytes(data[offset - start : stop - start]), stop
+            view = data[offset - start : stop - start]
+            return (bytes(view) if copy else view.toreadonly()), stop
         return self.store._journal.pread(pos + (offset - start), stop - offset), stop
 
     def check_boundary(self, offset: int, what: str) -> None:
@@ -344,13 +346,13 @@ class Slice:
         """Framed bytes in the slice."""
         return sum(hi - lo for _, lo, hi in self._ranges)
 
-    def _chunks(self) -> Iterator[tuple[Any, bytes, int]]:
+    def _chunks(self, copy: bool = True) -> Iterator[tuple[Any, Any, int]]:
         for src, lo, hi in self._ranges:
             pos = lo
             while pos < hi:
                 if self._st.deleted:
                     raise StreamNotFoundError(f"stream {self._st.key} was deleted")
-                data, stop = src.read(pos, hi)
+                data, stop = src.read(pos, hi, copy=copy)
                 yield src.seg, data, pos
                 pos = stop
 
@@ -365,7 +367,7 @@ class Slice:
         """A pyarrow Table: event (large_binary), routing_key (large_string, null if none),
         segment_id (int64), offset (int64)."""
         from .arrow import slice_to_arrow
-        return slice_to_arrow(self._chunks())
+        return slice_to_arrow(self._chunks(copy=False))
 
     def to_pandas(self) -> Any:
         """A pandas DataFrame with the columns of ``to_arrow()`` (needs pandas)."""

@@ -1,0 +1,81 @@
+/* columns.c -- event frames into Arrow columns in one pass (Slice.to_arrow).
+ *
+ * Input: the arrays pe_parse_frames produced for a buffer of event frames (see frames.c for the
+ * frame layout: u32 payload_len | u16 key_len (65535 = no key) | key | payload). Output: the
+ * buffers of four Arrow arrays, which Python wraps without copying:
+ *   event       large_binary  payload_offsets (int64, n+1) + payload_data
+ *   routing_key large_string  key_validity (bitmap, LSB first) + key_offsets (int64, n+1) + key_data
+ *   segment_id  int64
+ *   offset      int64         base_offset + frame_off[i]
+ */
+#include <stdint.h>
+#include <stddef.h>
+#include <string.h>
+
+#include "pe.h"
+
+int pe_frames_sizes(uint32_t n, const uint32_t *payload_len, const int32_t *key_len,
+                    uint64_t *out_payload_bytes, uint64_t *out_key_bytes, uint32_t *out_key_nulls)
+{
+    if (out_payload_bytes == NULL || out_key_bytes == NULL || out_key_nulls == NULL)
+        return PE_ERR_INVAL;
+    if (n > 0 && (payload_len == NULL || key_len == NULL))
+        return PE_ERR_INVAL;
+    uint64_t p = 0, k = 0;
+    uint32_t nulls = 0;
+    for (uint32_t i = 0; i < n; i++) {
+        p += payload_len[i];
+        if (key_len[i] < 0)
+            nulls++;
+        else
+            k += (uint64_t)key_len[i];
+    }
+    *out_payload_bytes = p;
+    *out_key_bytes = k;
+    *out_key_nulls = nulls;
+    return PE_OK;
+}
+
+int pe_frames_to_columns(const char *buf, uint64_t len, uint32_t n, const uint32_t *frame_off,
+                         const uint32_t *payload_len, const int32_t *key_len, int64_t segment_id,
+                         int64_t base_offset, char *payload_data, uint64_t payload_cap,
+                         int64_t *payload_offsets, char *key_data, uint64_t key_cap,
+                         int64_t *key_offsets, uint8_t *key_validity, int64_t *segment_ids,
+                         int64_t *offsets)
+{
+    if (payload_offsets == NULL || key_offsets == NULL || segment_ids == NULL || offsets == NULL)
+        return PE_ERR_INVAL;
+    if (n > 0 && (buf == NULL || frame_off == NULL || payload_len == NULL || key_len == NULL))
+        return PE_ERR_INVAL;
+    uint64_t p = 0, k = 0;
+    payload_offsets[0] = 0;
+    key_offsets[0] = 0;
+    if (key_validity != NULL)
+        memset(key_validity, 0, ((size_t)n + 7) / 8);
+    for (uint32_t i = 0; i < n; i++) {
+        uint64_t fo = frame_off[i];
+        uint64_t kl = key_len[i] < 0 ? 0 : (uint64_t)key_len[i];
+        uint64_t pl = payload_len[i];
+        if (fo > len || len - fo < 6 || len - fo - 6 < kl || len - fo - 6 - kl < pl)
+            return PE_ERR_INVAL;
+        if (payload_cap - p < pl || key_cap - k < kl)
+            return PE_ERR_INVAL;
+        if (key_len[i] >= 0) {
+            if (kl)
+                memcpy(key_data + k, buf + fo + 6, (size_t)kl);
+            k += kl;
+            if (key_validity != NULL)
+                key_validity[i >> 3] |= (uint8_t)(1u << (i & 7));
+        } else if (key_validity == NULL) {
+            return PE_ERR_INVAL;
+        }
+        if (pl)
+            memcpy(payload_data + p, buf + fo + 6 + kl, (size_t)pl);
+        p += pl;
+        payload_offsets[i + 1] = (int64_t)p;
+        key_offsets[i + 1] = (int64_t)k;
+        segment_ids[i] = segment_id;
+        offsets[i] = base_offset + (int64_t)fo;
+    }
+    return PE_OK;
+}
