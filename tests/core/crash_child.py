@@ -17,10 +17,15 @@ import threading
 import pravega_embedded as pe
 
 
+_PATTERN = bytes(i & 0xFF for i in range(256 + 3000))
+
+
 def payload(wid: str, seq: int, key: str) -> bytes:
+    """The event for (writer, seq, key): a header plus a pattern that depends on seq."""
     head = f"{wid}:{seq}:{key}:".encode()
     n = (seq * 7919) % 3000
-    return head + bytes((seq + i) & 0xFF for i in range(n))
+    start = seq & 0xFF
+    return head + _PATTERN[start : start + n]
 
 
 def run_writer(store, wid: str, ack_fd: int, seed: int) -> None:
