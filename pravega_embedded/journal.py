@@ -25,8 +25,9 @@ import re
 import struct
 import threading
 from bisect import bisect_right
+from contextlib import contextmanager
 from dataclasses import dataclass
-from typing import Iterator
+from typing import Any, Iterator
 
 from ._native import check, ffi, lib
 from .errors import CorruptDataError, StorageError, StoreClosedError
@@ -235,9 +236,29 @@ class Journal:
             f"open journal {self.dir}",
         )
         self._handle = out[0]
+        self._users = 0
+        self._closing = False
+        self._cv = threading.Condition(threading.Lock())
+
+    @contextmanager
+    def use(self) -> Iterator[Any]:
+        """The C handle, guarded: close() waits until no call on it is in flight (so a thread
+        blocked in a sync wait or an append never touches freed memory)."""
+        with self._cv:
+            if self._closing or self._handle == ffi.NULL:
+                raise StoreClosedError(f"journal {self.dir} is closed")
+            self._users += 1
+        try:
+            yield self._handle
+        finally:
+            with self._cv:
+                self._users -= 1
+                if self._closing and self._users == 0:
+                    self._cv.notify_all()
 
     @property
-    def handle(self):  # noqa: ANN201 - cffi pointer
+    def handle(self) -> Any:
+        """The raw C handle (unguarded; for tests such as fault injection)."""
         if self._handle == ffi.NULL:
             raise StoreClosedError(f"journal {self.dir} is closed")
         return self._handle
@@ -246,7 +267,8 @@ class Journal:
         """(written, synced, current file base, failed errno)."""
         w = ffi.new("uint64_t[3]")
         err = ffi.new("int32_t *")
-        check(lib.pe_journal_state(self.handle, w, w + 1, w + 2, err), "journal state")
+        with self.use() as h:
+            check(lib.pe_journal_state(h, w, w + 1, w + 2, err), "journal state")
         return w[0], w[1], w[2], err[0]
 
     def synced(self) -> int:
@@ -254,27 +276,45 @@ class Journal:
 
     def sync(self, pos: int, timeout: float | None = None, what: str = "flush") -> None:
         ns = -1 if timeout is None else max(0, int(timeout * 1e9))
-        status = lib.pe_journal_sync(self.handle, pos, ns)
-        if status != lib.PE_OK:
-            err = self.state()[3]
-            check(status, f"{what}: waiting for the journal to be durable", errno=err or None)
+        with self.use() as h:
+            status = lib.pe_journal_sync(h, pos, ns)
+            if status != lib.PE_OK:
+                err = ffi.new("int32_t *")
+                w = ffi.new("uint64_t[3]")
+                lib.pe_journal_state(h, w, w + 1, w + 2, err)
+                check(status, f"{what}: waiting for the journal to be durable", errno=err[0] or None)
 
     def fsync_files(self) -> None:
         """fdatasync every journal file (used by checkpoints in "os" mode)."""
         for base in self.files():
-            fd = self._fd(base)
-            os.fdatasync(fd)
+            os.fdatasync(self._fd(base))
 
     def close(self) -> None:
-        if self._handle != ffi.NULL:
-            h, self._handle = self._handle, ffi.NULL
-            status = lib.pe_journal_close(h)
-            with self._read_lock:
-                for fd in self._fds.values():
-                    os.close(fd)
-                self._fds.clear()
-            if status != lib.PE_OK:
-                check(status, f"close journal {self.dir}")
+        """Make everything durable, wait for in-flight calls, free the C journal. Idempotent."""
+        if self._handle == ffi.NULL:
+            return
+        with self._cv:
+            if self._closing:
+                return
+            self._closing = True
+            h = self._handle
+        # release every waiter: each waits for a position <= what is written now
+        w = ffi.new("uint64_t[3]")
+        err = ffi.new("int32_t *")
+        if lib.pe_journal_state(h, w, w + 1, w + 2, err) == lib.PE_OK and not err[0]:
+            lib.pe_journal_sync(h, w[0], 5_000_000_000)
+        with self._cv:
+            while self._users:
+                self._cv.wait(0.05)
+            self._handle = ffi.NULL
+        status = lib.pe_journal_close(h)
+        with self._read_lock:
+            for fd in self._fds.values():
+                os.close(fd)
+            self._fds.clear()
+            self._bases = []
+        if status != lib.PE_OK:
+            check(status, f"close journal {self.dir}")
 
     # ------------------------------------------------------------------ reading
     def _fd(self, base: int) -> int:

@@ -77,13 +77,21 @@ def events_from(data: bytes, base: int, sid: int, names: tuple[str, str], ser: A
         if n == 0:
             raise CorruptDataError(f"{what}: a damaged frame at offset {base + pos}")
         b = base + pos
-        p0 = pos
-        for fo, pl, kl in zip(frames.fo[:n], frames.pl[:n], frames.kl[:n]):
-            s = p0 + fo + 6
-            if kl < 0:
-                out.append(_new(ER, (data[s : s + pl], None, sid, b + fo, 6 + pl, names)))
-            else:
-                out.append(_new(ER, (data[s + kl : s + kl + pl], data[s : s + kl], sid, b + fo, 6 + kl + pl, names)))
+        kls = frames.kl[:n]
+        ap = out.append
+        if min(kls) >= 0:  # every event has a key: the common case, no branch per event
+            for fo, pl, kl in zip(frames.fo[:n], frames.pl[:n], kls):
+                s = pos + fo + 6
+                e = s + kl
+                ap(_new(ER, (data[e : e + pl], data[s:e], sid, b + fo, 6 + kl + pl, names)))
+        else:
+            for fo, pl, kl in zip(frames.fo[:n], frames.pl[:n], kls):
+                s = pos + fo + 6
+                if kl < 0:
+                    ap(_new(ER, (data[s : s + pl], None, sid, b + fo, 6 + pl, names)))
+                else:
+                    e = s + kl
+                    ap(_new(ER, (data[e : e + pl], data[s:e], sid, b + fo, 6 + kl + pl, names)))
         pos += consumed
     if ser is not None:
         de = ser.deserialize

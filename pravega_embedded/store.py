@@ -486,10 +486,11 @@ class Store:
                 if seg.sealed:
                     raise StreamSealedError(f"segment {seg.name} is sealed")
                 sections[si].segment_offset = seg.length
-            status = lib.pe_journal_append_events(
-                self._journal.handle, wid, len(wid), first, last, time.time_ns(), sections, nsec,
-                groups, ngroups, keys_b, len(keys_b), ffi.from_buffer("uint32_t[]", lens), len(evs),
-                payload, len(payload), ffi.from_buffer(out), size, outs, outs + 1, outs + 2)
+            with self._journal.use() as handle:
+                status = lib.pe_journal_append_events(
+                    handle, wid, len(wid), first, last, time.time_ns(), sections, nsec, groups,
+                    ngroups, keys_b, len(keys_b), ffi.from_buffer("uint32_t[]", lens), len(evs),
+                    payload, len(payload), ffi.from_buffer(out), size, outs, outs + 1, outs + 2)
             if status != lib.PE_OK:
                 check(status, f"append to {st.key}")
             rec_pos = outs[1]
