@@ -14,7 +14,7 @@ name the scope, stream, segment or writer involved. The base class is never rais
     ├── EventTooLargeError                (ValueError)   event over the size limit
     ├── InvalidRoutingKeyError            (ValueError)   routing key not a str or too long
     ├── InvalidSequenceError              (ValueError)   explicit sequence not an int >= 0
-    ├── SerializationError                (ValueError)   serializer could not encode/decode
+    ├── SerializationError                (ValueError, TypeError) event not encodable/decodable
     ├── NotFoundError                     (LookupError)
     │   ├── ScopeNotFoundError
     │   ├── StreamNotFoundError
@@ -110,8 +110,9 @@ class InvalidSequenceError(PravegaEmbeddedError, ValueError):
     """An explicit writer sequence number is not an int in [0, 2**63)."""
 
 
-class SerializationError(PravegaEmbeddedError, ValueError):
-    """A serializer could not turn a value into bytes or bytes into a value."""
+class SerializationError(PravegaEmbeddedError, ValueError, TypeError):
+    """A serializer could not turn a value into bytes or bytes into a value (also raised for a
+    non-bytes event written without a serializer)."""
 
 
 class NotFoundError(PravegaEmbeddedError, LookupError):

@@ -114,7 +114,11 @@ class EventRead(tuple):
 
     def __repr__(self) -> str:
         ev = self[0]
-        shown = repr(ev if not isinstance(ev, (bytes, str)) or len(ev) <= 40 else ev[:37] + ev[:0].__class__(b"..." if isinstance(ev, bytes) else "..."))
+        if isinstance(ev, (bytes, str)) and len(ev) > 40:
+            ev = ev[:37]
+            shown = repr(ev)[:-1] + "..." + repr(ev)[-1]
+        else:
+            shown = repr(ev)
         return (
             f"EventRead(event={shown}, routing_key={self.routing_key!r}, "
             f"segment_id={format_segment_id(self[2])}, offset={self[3]})"

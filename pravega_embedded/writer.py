@@ -33,6 +33,7 @@ from .errors import (
     EventTooLargeError,
     InvalidRoutingKeyError,
     InvalidSequenceError,
+    SerializationError,
     WriterClosedError,
 )
 from .routing import key_point, owner_index
@@ -56,8 +57,9 @@ def _nokey(i: int) -> object:
 def _coerce(event: Any) -> bytes:
     if isinstance(event, (bytearray, memoryview)):
         return bytes(event)
-    raise TypeError(
-        f"event must be bytes (or pass serializer='text'/'json'), not {type(event).__name__}"
+    raise SerializationError(
+        f"event must be bytes-like (or create the writer with serializer='text' or 'json'), "
+        f"not {type(event).__name__}"
     )
 
 
