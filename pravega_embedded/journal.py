@@ -71,7 +71,17 @@ def file_name(base: int) -> str:
 
 
 def parse_events_record(buf: bytes | memoryview, off: int, pos: int, total: int) -> EventsRecord:
-    """Parse the EVENTS record whose header starts at ``buf[off]`` (already CRC-checked)."""
+    """Parse the EVENTS record whose header starts at ``buf[off]`` (already CRC-checked).
+    Inconsistent contents raise CorruptDataError, never another exception."""
+    if off < 0 or total < lib.PE_RECORD_HEADER_SIZE + _EVH.size or off + total > len(buf):
+        raise CorruptDataError(f"journal record at {pos}: too short for an EVENTS record")
+    try:
+        return _parse_events(buf, off, pos, total)
+    except struct.error as exc:
+        raise CorruptDataError(f"journal record at {pos}: {exc}") from None
+
+
+def _parse_events(buf: bytes | memoryview, off: int, pos: int, total: int) -> EventsRecord:
     p = off + lib.PE_RECORD_HEADER_SIZE
     end = off + total
     first, last, ts, nsec, wlen = _EVH.unpack_from(buf, p)
@@ -79,7 +89,11 @@ def parse_events_record(buf: bytes | memoryview, off: int, pos: int, total: int)
     wid = bytes(buf[p : p + wlen]).decode("utf-8", "surrogateescape")
     p += wlen
     sections = []
+    if p > end:
+        raise CorruptDataError(f"journal record at {pos}: writer id runs past the record end")
     for _ in range(nsec):
+        if p + _SEC.size > end:
+            raise CorruptDataError(f"journal record at {pos}: section header runs past the record end")
         uid, soff, nev, nbytes = _SEC.unpack_from(buf, p)
         p += _SEC.size
         if p + nbytes > end:
