@@ -468,12 +468,11 @@ static int roll_locked(pe_journal *j)
     old->retired = 1;
     file_release(old);
     j->cur = nf;
-    /* the new file's first record goes after its header (already durable unless NONE) */
+    /* The new file's first record goes after its header. The header is durable already (FSYNC
+     * and OS: fdatasynced with the directory), and in NONE mode written counts as synced. */
     j->written = end + PE_FILE_HEADER_SIZE;
-    if (j->durability != PE_DURABILITY_NONE) {
-        j->synced = j->written;
-        pthread_cond_broadcast(&j->synced_cv);
-    }
+    j->synced = j->written;
+    pthread_cond_broadcast(&j->synced_cv);
     return PE_OK;
 }
 
