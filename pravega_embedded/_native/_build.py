@@ -31,7 +31,7 @@ ffi.set_source(
     '#include "pe.h"',
     sources=[_rel(p) for p in sorted(_CSRC.glob("*.c"))],
     include_dirs=[_rel(_CSRC)],
-    depends=[_rel(_CSRC / "pe.h")],
+    depends=[_rel(p) for p in sorted(_CSRC.glob("*.h"))],
     extra_compile_args=["-O2", "-std=c11", "-D_GNU_SOURCE", "-Wall", "-Wextra"],
     libraries=["pthread"],
 )

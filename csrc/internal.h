@@ -1,0 +1,60 @@
+/* internal.h -- byte helpers shared by the C files (not part of the API; not read by cffi).
+ * Little-endian loads/stores through memcpy-free byte arithmetic, and the record constants. */
+#ifndef PE_INTERNAL_H
+#define PE_INTERNAL_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "pe.h"
+
+#define PE_RECORD_MAGIC 0x4550u
+#define PE_MAX_RECORD_TYPE 15u
+static const char pe_file_magic[8] = {'P', 'E', 'J', 'O', 'U', 'R', 'N', 'L'};
+
+static inline uint16_t ld16(const char *p)
+{
+    unsigned char b[2];
+    memcpy(b, p, 2);
+    return (uint16_t)(b[0] | (b[1] << 8));
+}
+
+static inline uint32_t ld32(const char *p)
+{
+    unsigned char b[4];
+    memcpy(b, p, 4);
+    return (uint32_t)b[0] | ((uint32_t)b[1] << 8) | ((uint32_t)b[2] << 16) | ((uint32_t)b[3] << 24);
+}
+
+static inline uint64_t ld64(const char *p)
+{
+    return (uint64_t)ld32(p) | ((uint64_t)ld32(p + 4) << 32);
+}
+
+static inline void st16(char *p, uint16_t v)
+{
+    unsigned char b[2] = {(unsigned char)v, (unsigned char)(v >> 8)};
+    memcpy(p, b, 2);
+}
+
+static inline void st32(char *p, uint32_t v)
+{
+    unsigned char b[4] = {(unsigned char)v, (unsigned char)(v >> 8), (unsigned char)(v >> 16),
+                          (unsigned char)(v >> 24)};
+    memcpy(p, b, 4);
+}
+
+static inline void st64(char *p, uint64_t v)
+{
+    st32(p, (uint32_t)v);
+    st32(p + 4, (uint32_t)(v >> 32));
+}
+
+static inline uint32_t crc(const char *p, size_t len)
+{
+    uint32_t c = 0;
+    pe_crc32c(p, len, 0, &c);
+    return c;
+}
+
+#endif
