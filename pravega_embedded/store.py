@@ -134,22 +134,25 @@ class Store:
         self._readers: weakref.WeakSet[Any] = weakref.WeakSet()
         self.checkpoint_interval = checkpoint_interval
         self._meta = Metadata(os.path.join(self.path, "meta"), sync=self.durability != "none", map_size=map_size)
+        self._journal = Journal(os.path.join(self.path, "journal"),
+                                os.path.join(self.path, "recovery"), self.durability, roll_bytes)
         try:
             self._load_topology()
-            self._journal = Journal(os.path.join(self.path, "journal"),
-                                    os.path.join(self.path, "recovery"), self.durability, roll_bytes)
             base, end, records = self._journal.recover(self._meta.applied_pos())
             self._replay(records)
             self.recovered_records = len(records)
             self.torn_bytes_cut = self._journal.torn_bytes_cut
             self._journal.open(base, end)
+            self.checkpoint()
         except BaseException:
-            self._meta.close()
+            try:
+                self._journal.close()
+            finally:
+                self._meta.close()
             raise
         self._closed = False
         self._stop = threading.Event()
         self._linger_wake = threading.Event()
-        self.checkpoint()
         self._linger_thread = threading.Thread(target=self._linger_loop, name="pe-linger", daemon=True)
         self._ckpt_thread = threading.Thread(target=self._checkpoint_loop, name="pe-checkpoint", daemon=True)
         self._linger_thread.start()
