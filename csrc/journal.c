@@ -323,6 +323,18 @@ static void *sync_main(void *arg)
     return NULL;
 }
 
+/* Releases what pe_journal_open allocated besides the files: the directory fd (if open), the
+ * condition variables, the mutex and the struct. */
+static void journal_free(pe_journal *j)
+{
+    if (j->dir_fd >= 0)
+        close(j->dir_fd);
+    pthread_cond_destroy(&j->work_cv);
+    pthread_cond_destroy(&j->synced_cv);
+    pthread_mutex_destroy(&j->mu);
+    free(j);
+}
+
 int pe_journal_open(const char *dir, uint64_t base, uint64_t pos, uint64_t roll_bytes,
                     int durability, pe_journal **out)
 {
@@ -442,12 +454,7 @@ fail:
         close(f->fd);
         free(f);
     }
-    if (j->dir_fd >= 0)
-        close(j->dir_fd);
-    pthread_cond_destroy(&j->work_cv);
-    pthread_cond_destroy(&j->synced_cv);
-    pthread_mutex_destroy(&j->mu);
-    free(j);
+    journal_free(j);
     errno = e;
     return rc;
 }
@@ -781,11 +788,7 @@ int pe_journal_close(pe_journal *j)
     file_release(f); /* no sync in progress any more: refs == 0 */
     pthread_mutex_unlock(&j->mu);
 
-    close(j->dir_fd);
-    pthread_cond_destroy(&j->work_cv);
-    pthread_cond_destroy(&j->synced_cv);
-    pthread_mutex_destroy(&j->mu);
-    free(j);
+    journal_free(j);
     errno = e;
     return rc;
 }
