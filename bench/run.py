@@ -1,0 +1,389 @@
+"""The benchmark runner of pravega_embedded: one run, the same data, baselines side by side.
+
+    python bench/run.py            # full run (a few minutes on 2 cores)
+    python bench/run.py --quick    # a smoke run (~30 s)
+    python bench/run.py --json out.json
+
+Measured (issue 2): write_event and write_events at 100 B, 1 KiB, 64 KiB and 1 MiB with the
+default durability (fsync, group commit); durable-ack latency; catch-up read_next_event;
+slice -> Arrow; write amplification. Baselines, on the same payloads in the same process:
+
+  raw     a Python loop that frames each event like the store does (u32 length, u16 key length,
+          key, payload), writes it through a buffered file and fdatasyncs every 1,000 events;
+  sqlite  stdlib sqlite3, WAL, synchronous=NORMAL, executemany of 1,000 rows per transaction.
+
+Ratios are ours / baseline (higher is better for throughput, lower for latency).
+"""
+
+from __future__ import annotations
+
+import argparse
+import gc
+import json
+import os
+import platform
+import shutil
+import sqlite3
+import struct
+import sys
+import tempfile
+import threading
+import time
+from pathlib import Path
+
+import pyarrow as pa
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+import pravega_embedded as pe  # noqa: E402
+
+KEYS = [f"sensor-{i}" for i in range(64)]
+KEYS_B = [k.encode() for k in KEYS]
+FRAME = struct.Struct("<IH")
+SIZES = {100: 2_000_000, 1024: 500_000, 64 * 1024: 8_000, 1024 * 1024: 600}
+BATCH = {100: 1000, 1024: 1000, 64 * 1024: 16, 1024 * 1024: 2}
+
+
+def payloads(size: int, n: int) -> list[bytes]:
+    """n distinct payloads of `size` bytes (distinct objects, varied content)."""
+    base = os.urandom(size + 256)
+    return [base[i % 256 : i % 256 + size] for i in range(n)] if n <= 4096 else \
+        [base[i % 256 : i % 256 + size] for i in range(4096)] * (n // 4096) + \
+        [base[i % 256 : i % 256 + size] for i in range(n % 4096)]
+
+
+# ---------------------------------------------------------------------------- baselines
+def raw_write(path: Path, evs: list[bytes]) -> float:
+    t = time.perf_counter()
+    with open(path, "wb") as f:
+        w, pack = f.write, FRAME.pack
+        for i, ev in enumerate(evs):
+            k = KEYS_B[i & 63]
+            w(pack(len(ev), len(k)))
+            w(k)
+            w(ev)
+            if i % 1000 == 999:
+                f.flush()
+                os.fdatasync(f.fileno())
+        f.flush()
+        os.fdatasync(f.fileno())
+    return time.perf_counter() - t
+
+
+def raw_read(path: Path) -> tuple[float, int]:
+    t = time.perf_counter()
+    data = path.read_bytes()
+    n, p, unpack = 0, 0, FRAME.unpack_from
+    while p < len(data):
+        ln, kl = unpack(data, p)
+        p += 6
+        _key = data[p : p + kl]
+        _ev = data[p + kl : p + kl + ln]
+        p += kl + ln
+        n += 1
+    return time.perf_counter() - t, n
+
+
+def sqlite_open(path: Path) -> sqlite3.Connection:
+    db = sqlite3.connect(path, isolation_level=None)
+    db.execute("PRAGMA journal_mode=WAL")
+    db.execute("PRAGMA synchronous=NORMAL")
+    db.execute("CREATE TABLE t (key TEXT, seq INTEGER, payload BLOB)")
+    return db
+
+
+def sqlite_write(db: sqlite3.Connection, evs: list[bytes]) -> float:
+    t = time.perf_counter()
+    for start in range(0, len(evs), 1000):
+        rows = [(KEYS[i & 63], i, evs[i]) for i in range(start, min(start + 1000, len(evs)))]
+        db.execute("BEGIN")
+        db.executemany("INSERT INTO t VALUES (?, ?, ?)", rows)
+        db.execute("COMMIT")
+    return time.perf_counter() - t
+
+
+def sqlite_read(db: sqlite3.Connection) -> tuple[float, int]:
+    t = time.perf_counter()
+    n = 0
+    for _ in db.execute("SELECT key, payload FROM t ORDER BY rowid"):
+        n += 1
+    return time.perf_counter() - t, n
+
+
+def sqlite_arrow(db: sqlite3.Connection) -> tuple[float, int]:
+    t = time.perf_counter()
+    rows = db.execute("SELECT payload, key FROM t ORDER BY rowid").fetchall()
+    table = pa.table({"event": pa.array([r[0] for r in rows], pa.large_binary()),
+                      "routing_key": pa.array([r[1] for r in rows], pa.large_string())})
+    return time.perf_counter() - t, table.num_rows
+
+
+# ---------------------------------------------------------------------------- ours
+def ours_write_event(store: pe.Store, stream: str, evs: list[bytes]) -> float:
+    w = store.create_writer("bench", stream, writer_id=f"{stream}-we")
+    we, keys = w.write_event, KEYS
+    t = time.perf_counter()
+    for i, ev in enumerate(evs):
+        we(ev, keys[i & 63])
+    w.flush()
+    dt = time.perf_counter() - t
+    w.close()
+    return dt
+
+
+def ours_write_events(store: pe.Store, stream: str, evs: list[bytes], batch: int) -> float:
+    w = store.create_writer("bench", stream, writer_id=f"{stream}-wb")
+    wes = w.write_events
+    t = time.perf_counter()
+    for j, start in enumerate(range(0, len(evs), batch)):
+        wes(evs[start : start + batch], KEYS[j & 63])
+    w.flush()
+    dt = time.perf_counter() - t
+    w.close()
+    return dt
+
+
+def ack_latency(store: pe.Store, samples: int, background: bool) -> tuple[float, float]:
+    store.create_stream("bench", f"ack{int(background)}")
+    stop = threading.Event()
+
+    def noise() -> None:
+        with store.create_writer("bench", f"ack{int(background)}", writer_id="noise") as w:
+            ev = b"n" * 100
+            while not stop.is_set():
+                w.write_events([ev] * 100, "noise")
+                time.sleep(0.0005)
+
+    t_noise = threading.Thread(target=noise, daemon=True)
+    if background:
+        t_noise.start()
+    w = store.create_writer("bench", f"ack{int(background)}", writer_id="acker")
+    lat = []
+    ev = b"a" * 100
+    for _ in range(samples):
+        t = time.perf_counter()
+        w.write_event(ev, "k")
+        w.flush()
+        lat.append(time.perf_counter() - t)
+    stop.set()
+    if background:
+        t_noise.join()
+    w.close()
+    lat.sort()
+    return lat[len(lat) // 2], lat[int(len(lat) * 0.99)]
+
+
+def raw_ack_latency(path: Path, samples: int) -> tuple[float, float]:
+    lat = []
+    with open(path, "wb") as f:
+        for _ in range(samples):
+            t = time.perf_counter()
+            f.write(FRAME.pack(100, 1) + b"k" + b"a" * 100)
+            f.flush()
+            os.fdatasync(f.fileno())
+            lat.append(time.perf_counter() - t)
+    lat.sort()
+    return lat[len(lat) // 2], lat[int(len(lat) * 0.99)]
+
+
+def read_all(store: pe.Store, stream: str) -> tuple[float, int]:
+    r = store.create_reader("bench", stream)
+    rn = r.read_next_event
+    n = 0
+    t = time.perf_counter()
+    while rn(0) is not None:
+        n += 1
+    dt = time.perf_counter() - t
+    r.close()
+    return dt, n
+
+
+def settle() -> None:
+    """Same starting point for every measured phase: dirty data written back and, where allowed
+    (root), the page cache dropped, so no phase inherits another's dirty pages or cache."""
+    os.sync()
+    try:
+        Path("/proc/sys/vm/drop_caches").write_text("1\n")
+    except OSError:
+        pass
+
+
+def warm_up(work: Path, mib: int) -> None:
+    """Write and delete `mib` MiB once: on a VM the first touch of guest memory for the page
+    cache costs several times a normal write, and would otherwise fall on whichever side runs
+    first."""
+    block = os.urandom(1 << 20)
+    path = work / "warm-up"
+    with open(path, "wb") as f:
+        for _ in range(mib):
+            f.write(block)
+        f.flush()
+        os.fdatasync(f.fileno())
+    path.unlink()
+    settle()
+
+
+def disk_bytes(path: Path) -> int:
+    return sum(f.stat().st_size for f in path.rglob("*") if f.is_file())
+
+
+def proc_write_bytes() -> int:
+    try:
+        for line in Path("/proc/self/io").read_text().splitlines():
+            if line.startswith("write_bytes:"):
+                return int(line.split()[1])
+    except OSError:
+        pass
+    return -1
+
+
+# ---------------------------------------------------------------------------- runner
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--quick", action="store_true", help="a tenth of the data")
+    ap.add_argument("--dir", help="where to put stores (default: bench/out/ under the repo)")
+    ap.add_argument("--json", help="also write the results as JSON here")
+    ap.add_argument("--keep", action="store_true", help="keep the data directory")
+    args = ap.parse_args()
+    out_root = Path(args.dir) if args.dir else ROOT / "bench" / "out"
+    out_root.mkdir(parents=True, exist_ok=True)
+    work = Path(tempfile.mkdtemp(prefix="run-", dir=out_root))
+    scale = 10 if args.quick else 1
+    results: dict[str, object] = {}
+
+    def say(line: str = "") -> None:
+        print(line, flush=True)
+
+    cpu = next((ln.split(":", 1)[1].strip() for ln in Path("/proc/cpuinfo").read_text().splitlines()
+                if ln.startswith("model name")), platform.processor())
+    fs = os.popen(f"df -T {work} | tail -1 | awk '{{print $2}}'").read().strip()
+    say(f"pravega_embedded {pe.__version__} bench — {os.cpu_count()} cores, {cpu}, Python "
+        f"{platform.python_version()}, SQLite {sqlite3.sqlite_version}, pyarrow {pa.__version__}, fs {fs}")
+    say(f"data dir: {work}{' (quick)' if args.quick else ''}")
+    results["machine"] = {"cores": os.cpu_count(), "cpu": cpu, "python": platform.python_version(), "fs": fs}
+    warm_up(work, 3072 // scale)
+    store_dir = work / "store"
+    store = pe.open(store_dir)  # default durability: fsync with group commit
+    store.create_scope("bench")
+    say()
+    say("WRITES (default durability; 4 segments; 64 routing keys)")
+    say(f"{'size':>8} {'form':<12} {'events/s':>12} {'MB/s':>9} {'raw MB/s':>9} {'sqlite MB/s':>11} "
+        f"{'x raw':>7} {'x sqlite':>9}")
+    writes = {}
+    amp = {}
+    for size, n in SIZES.items():
+        n = max(n // scale, 64)
+        evs = payloads(size, n)
+        mb = size * n / 1e6
+        settle()
+        gc.collect()
+        t_raw = raw_write(work / f"raw-{size}", evs)
+        raw_read_result = raw_read(work / f"raw-{size}")
+        (work / f"raw-{size}").unlink()
+        settle()
+        db = sqlite_open(work / f"sqlite-{size}.db")
+        t_sql = sqlite_write(db, evs)
+        for form in ("write_event", "write_events"):
+            stream = f"s{size}-{form.replace('_', '-')}"
+            store.create_stream("bench", stream, pe.StreamConfiguration(scaling=pe.ScalingPolicy.fixed(4)))
+            settle()
+            before_io, before_disk = proc_write_bytes(), disk_bytes(store_dir)
+            gc.collect()
+            dt = (ours_write_event(store, stream, evs) if form == "write_event"
+                  else ours_write_events(store, stream, evs, BATCH[size]))
+            if size in (100, 1024) and form == "write_event":
+                store.checkpoint()
+                os.sync()
+                amp[size] = {"disk_growth": (disk_bytes(store_dir) - before_disk) / (size * n),
+                             "device_writes": (proc_write_bytes() - before_io) / (size * n)}
+            row = {"events_per_s": n / dt, "mb_per_s": mb / dt, "raw_mb_per_s": mb / t_raw,
+                   "sqlite_mb_per_s": mb / t_sql, "x_raw": t_raw / dt, "x_sqlite": t_sql / dt}
+            writes[f"{size}/{form}"] = row
+            say(f"{size:>8} {form:<12} {row['events_per_s']:>12,.0f} {row['mb_per_s']:>9,.1f} "
+                f"{row['raw_mb_per_s']:>9,.1f} {row['sqlite_mb_per_s']:>11,.1f} {row['x_raw']:>7.2f} "
+                f"{row['x_sqlite']:>9.2f}")
+        if size in (100, 1024):
+            # reads on the same data
+            store.checkpoint()
+            t_ours, got = read_all(store, f"s{size}-write-event")
+            assert got == n, (got, n)
+            t_rr, rn = raw_read_result
+            t_sr, sn = sqlite_read(db)
+            writes[f"{size}/read"] = {"events_per_s": n / t_ours, "raw_events_per_s": rn / t_rr,
+                                      "sqlite_events_per_s": sn / t_sr}
+            firsts, bests = [], []
+            for rep in range(3):
+                sl = store.read_slice("bench", f"s{size}-write-event")
+                gc.collect()
+                t = time.perf_counter()
+                table = sl.to_arrow()
+                dt = time.perf_counter() - t
+                assert table.num_rows == n
+                (firsts if rep == 0 else bests).append(dt)
+                del table
+            t_sa, _ = sqlite_arrow(db)
+            writes[f"{size}/arrow"] = {"first_mb_per_s": mb / firsts[0], "best_mb_per_s": mb / min(bests),
+                                       "sqlite_mb_per_s": mb / t_sa}
+        db.close()
+        for f in work.glob(f"sqlite-{size}.db*"):
+            f.unlink()
+    results["writes"] = writes
+    results["write_amplification"] = amp
+    say()
+    say("CATCH-UP READS (fresh reader from the head, read_next_event until None)")
+    for size in (100, 1024):
+        r = writes[f"{size}/read"]
+        say(f"{size:>8} B  ours {r['events_per_s']:>12,.0f} ev/s   raw parse loop {r['raw_events_per_s']:>12,.0f} ev/s"
+            f"   sqlite SELECT {r['sqlite_events_per_s']:>12,.0f} ev/s   x raw {r['events_per_s'] / r['raw_events_per_s']:.2f}"
+            f"   x sqlite {r['events_per_s'] / r['sqlite_events_per_s']:.2f}")
+    say()
+    say("SLICE -> ARROW (payload MB/s; whole stream)")
+    for size in (100, 1024):
+        a = writes[f"{size}/arrow"]
+        say(f"{size:>8} B  first {a['first_mb_per_s']:>8,.0f}   best {a['best_mb_per_s']:>8,.0f}   "
+            f"sqlite->arrow {a['sqlite_mb_per_s']:>8,.0f}   x sqlite {a['best_mb_per_s'] / a['sqlite_mb_per_s']:.1f}")
+    say()
+    samples = 2000 // (5 if args.quick else 1)
+    p50, p99 = ack_latency(store, samples, background=False)
+    b50, b99 = ack_latency(store, samples, background=True)
+    r50, r99 = raw_ack_latency(work / "raw-ack", samples)
+    results["ack_latency_ms"] = {"p50": p50 * 1e3, "p99": p99 * 1e3, "busy_p50": b50 * 1e3,
+                                 "busy_p99": b99 * 1e3, "raw_p50": r50 * 1e3, "raw_p99": r99 * 1e3}
+    say("DURABLE-ACK LATENCY (write_event of 100 B + flush(), round trip)")
+    say(f"   alone: p50 {p50 * 1e3:.3f} ms  p99 {p99 * 1e3:.3f} ms   | with a busy writer beside it: "
+        f"p50 {b50 * 1e3:.3f} ms  p99 {b99 * 1e3:.3f} ms   | raw write+fdatasync: p50 {r50 * 1e3:.3f} ms"
+        f"  p99 {r99 * 1e3:.3f} ms")
+    say()
+    say("WRITE AMPLIFICATION (bytes per payload byte, write_event tests, before any tier-2 copy)")
+    for size, a in amp.items():
+        say(f"{size:>8} B  on-disk growth (journal + LMDB) {a['disk_growth']:.3f}x   "
+            f"device writes (/proc/self/io write_bytes) {a['device_writes']:.3f}x")
+    store.close()
+    say()
+    w100, w1k, w1m = writes["100/write_event"], writes["1024/write_events"], writes[f"{1024 * 1024}/write_events"]
+    targets = [
+        ("write_event 100 B >= 1,000,000 events/s", w100["events_per_s"] >= 1e6, f"{w100['events_per_s']:,.0f}"),
+        ("write_event 100 B >= 1.0x raw loop", w100["x_raw"] >= 1.0, f"{w100['x_raw']:.2f}x"),
+        ("write_events 1 KiB >= 0.9x raw MB/s", w1k["x_raw"] >= 0.9, f"{w1k['x_raw']:.2f}x"),
+        ("write_events 1 MiB >= 0.9x raw MB/s", w1m["x_raw"] >= 0.9, f"{w1m['x_raw']:.2f}x"),
+        ("durable-ack p99 <= 5 ms", p99 <= 0.005, f"{p99 * 1e3:.3f} ms"),
+        ("catch-up read 100 B >= 1,000,000 events/s", writes["100/read"]["events_per_s"] >= 1e6,
+         f"{writes['100/read']['events_per_s']:,.0f}"),
+        ("slice -> Arrow >= 500 MB/s (1 KiB)", writes["1024/arrow"]["best_mb_per_s"] >= 500,
+         f"{writes['1024/arrow']['best_mb_per_s']:,.0f} MB/s"),
+        ("write amplification <= 1.2x (100 B, on-disk)", amp[100]["disk_growth"] <= 1.2,
+         f"{amp[100]['disk_growth']:.3f}x"),
+    ]
+    say("TARGETS (issue 2)")
+    for name, ok, value in targets:
+        say(f"  [{'met' if ok else 'NOT met':>7}] {name}: {value}")
+    results["targets"] = [{"target": n, "met": ok, "value": v} for n, ok, v in targets]
+    if args.json:
+        Path(args.json).write_text(json.dumps(results, indent=2))
+    if not args.keep:
+        shutil.rmtree(work, ignore_errors=True)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
