@@ -19,6 +19,7 @@ Thread-safety: every method may be called from any thread; LMDB serialises write
 
 from __future__ import annotations
 
+import hashlib
 import json
 import os
 import struct
@@ -35,6 +36,16 @@ _U64 = struct.Struct(">Q")
 _IDX_KEY = struct.Struct(">QQ")  # uid, segment offset
 _IDX_VAL = struct.Struct("<QII")  # journal position, framed bytes, events
 _LE64 = struct.Struct("<Q")
+
+
+def _writer_prefix(stream_key: str) -> bytes:
+    """16-byte BLAKE2b of ``scope/stream``: keeps writer keys under LMDB's 511-byte key limit
+    (a stream key alone may be 511 bytes) and groups a stream's writers for deletion."""
+    return hashlib.blake2b(stream_key.encode(), digest_size=16).digest()
+
+
+def _writer_key(stream_key: str, writer_id: str) -> bytes:
+    return _writer_prefix(stream_key) + writer_id.encode()
 
 
 def _json(obj: Any) -> bytes:
@@ -139,7 +150,7 @@ class Metadata:
                 while cur.key()[:8] == k:
                     if not cur.delete():
                         break
-        prefix = (key + "\0").encode()
+        prefix = _writer_prefix(key)
         cur = txn.cursor(db=self._writers)
         if cur.set_range(prefix):
             while cur.key().startswith(prefix):
@@ -161,7 +172,7 @@ class Metadata:
     # ------------------------------------------------------------------ writers
     def writer_seq(self, stream_key: str, writer_id: str) -> int | None:
         with self.env.begin() as txn:
-            raw = txn.get(f"{stream_key}\0{writer_id}".encode(), db=self._writers)
+            raw = txn.get(_writer_key(stream_key, writer_id), db=self._writers)
         return None if raw is None else _LE64.unpack(raw)[0]
 
     # ------------------------------------------------------------------ index
@@ -204,7 +215,7 @@ class Metadata:
                 txn.put(k, _LE64.pack(length), db=self._seglen)
             for (skey, wid), seq in writers.items():
                 if txn.get(skey.encode(), db=self._streams) is not None:
-                    txn.put(f"{skey}\0{wid}".encode(), _LE64.pack(seq), db=self._writers)
+                    txn.put(_writer_key(skey, wid), _LE64.pack(seq), db=self._writers)
             put = txn.put
             for uid, start, pos, nbytes, nevents in index:
                 if uid in live or txn.get(_U64.pack(uid), db=self._segments) is not None:

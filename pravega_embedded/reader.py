@@ -178,11 +178,20 @@ class SegmentSource:
             raise TruncatedDataError(f"offset {offset} of segment {seg.name} was truncated (head {head})")
         if offset + length > seg.length or length < 6:
             raise InvalidEventPointerError(f"no event at {offset}+{length} in segment {seg.name}")
+        try:
+            self.check_boundary(offset, f"fetch from {seg.name}")
+        except InvalidStreamCutError:
+            raise InvalidEventPointerError(
+                f"no event starts at offset {offset} of segment {seg.name}"
+            ) from None
         data, stop = self.read(offset, offset + length)
         if stop != offset + length:
             raise InvalidEventPointerError(f"no event at {offset}+{length} in segment {seg.name}")
-        evs = events_from(data, offset, seg.segment_id, seg.stream.names, resolve(serializer),
-                          _Frames(4), f"fetch from {seg.name}")
+        try:
+            evs = events_from(data, offset, seg.segment_id, seg.stream.names, resolve(serializer),
+                              _Frames(4), f"fetch from {seg.name}")
+        except CorruptDataError:
+            raise InvalidEventPointerError(f"no event at {offset}+{length} in segment {seg.name}") from None
         if len(evs) != 1 or evs[0].length != length:
             raise InvalidEventPointerError(f"no event at {offset}+{length} in segment {seg.name}")
         return evs[0]
