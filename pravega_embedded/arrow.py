@@ -14,13 +14,13 @@ Thread-safety: pure function of its input.
 
 from __future__ import annotations
 
-from array import array
 from typing import Any, Iterable
 
 import pyarrow as pa
 
 from ._native import check, ffi, lib
 from .errors import CorruptDataError
+from .frames import FrameParser
 
 __all__ = ["slice_to_arrow", "SCHEMA"]
 
@@ -34,17 +34,10 @@ _CAP = 1 << 18
 
 
 class _Columns:
-    """Parse arrays reused across chunks, and the conversion of one chunk."""
+    """Turns chunks into record batches (one parser, reused across chunks)."""
 
     def __init__(self) -> None:
-        self.fo = array("I", bytes(4 * _CAP))
-        self.pl = array("I", bytes(4 * _CAP))
-        self.kl = array("i", bytes(4 * _CAP))
-        self.c_fo = ffi.from_buffer("uint32_t[]", self.fo)
-        self.c_pl = ffi.from_buffer("uint32_t[]", self.pl)
-        self.c_kl = ffi.from_buffer("int32_t[]", self.kl)
-        self.n = ffi.new("uint32_t *")
-        self.consumed = ffi.new("uint64_t *")
+        self.frames = FrameParser(_CAP)
         self.sizes = ffi.new("uint64_t[2]")
         self.nulls = ffi.new("uint32_t *")
 
@@ -53,16 +46,15 @@ class _Columns:
         total = len(data)
         pos = 0
         while pos < total:
-            check(lib.pe_parse_frames(cbuf + pos, total - pos, _CAP, self.c_fo, self.c_pl, self.c_kl,
-                                      self.n, self.consumed), f"slice of {name}")
-            n = self.n[0]
+            n, consumed = self.frames.parse(cbuf + pos, total - pos, f"slice of {name}")
             if n == 0:
                 raise CorruptDataError(f"slice of {name}: a damaged frame at offset {base + pos}")
             yield self._batch(cbuf + pos, total - pos, n, seg_id, base + pos, name)
-            pos += self.consumed[0]
+            pos += consumed
 
     def _batch(self, cbuf: Any, length: int, n: int, seg_id: int, base: int, name: str) -> pa.RecordBatch:
-        check(lib.pe_frames_sizes(n, self.c_pl, self.c_kl, self.sizes, self.sizes + 1, self.nulls),
+        f = self.frames
+        check(lib.pe_frames_sizes(n, f.c_pl, f.c_kl, self.sizes, self.sizes + 1, self.nulls),
               f"slice of {name}")
         pbytes, kbytes, nulls = self.sizes[0], self.sizes[1], self.nulls[0]
         alloc = pa.allocate_buffer
@@ -72,7 +64,7 @@ class _Columns:
         seg_ids, offsets = alloc(8 * n), alloc(8 * n)
         fb = ffi.from_buffer
         check(lib.pe_frames_to_columns(
-            cbuf, length, n, self.c_fo, self.c_pl, self.c_kl, seg_id, base,
+            cbuf, length, n, f.c_fo, f.c_pl, f.c_kl, seg_id, base,
             fb(payload), pbytes, fb("int64_t[]", poffs), fb(keys), kbytes, fb("int64_t[]", koffs),
             fb("uint8_t[]", validity) if validity is not None else ffi.NULL,
             fb("int64_t[]", seg_ids), fb("int64_t[]", offsets)), f"slice of {name}")

@@ -19,7 +19,6 @@ read-only snapshots and may be iterated from several threads (each iteration is 
 from __future__ import annotations
 
 import time
-from array import array
 from typing import Any, Iterator
 
 from ._native import check, ffi, lib
@@ -33,40 +32,16 @@ from .errors import (
     TruncatedDataError,
 )
 from .events import EventRead
+from .frames import FrameParser
 from .serializers import resolve
 
 __all__ = ["EventStreamReader", "Slice", "SegmentSource"]
 
-_CAP = 65536
 _new = tuple.__new__
 
 
-class _Frames:
-    """Reusable output arrays for pe_parse_frames."""
-
-    __slots__ = ("fo", "pl", "kl", "c_fo", "c_pl", "c_kl", "n", "consumed")
-
-    def __init__(self, cap: int = _CAP) -> None:
-        self.fo = array("I", bytes(4 * cap))
-        self.pl = array("I", bytes(4 * cap))
-        self.kl = array("i", bytes(4 * cap))
-        self.c_fo = ffi.from_buffer("uint32_t[]", self.fo)
-        self.c_pl = ffi.from_buffer("uint32_t[]", self.pl)
-        self.c_kl = ffi.from_buffer("int32_t[]", self.kl)
-        self.n = ffi.new("uint32_t *")
-        self.consumed = ffi.new("uint64_t *")
-
-    def parse(self, cbuf: Any, length: int, what: str) -> tuple[int, int]:
-        """Parse frames of cbuf[0..length); return (count, consumed bytes)."""
-        status = lib.pe_parse_frames(cbuf, length, _CAP, self.c_fo, self.c_pl, self.c_kl,
-                                     self.n, self.consumed)
-        if status != lib.PE_OK:
-            check(status, what)
-        return self.n[0], self.consumed[0]
-
-
 def events_from(data: bytes, base: int, sid: int, names: tuple[str, str], ser: Any,
-                frames: _Frames, what: str) -> list[EventRead]:
+                frames: FrameParser, what: str) -> list[EventRead]:
     """All events in ``data`` (complete frames; the first at segment offset ``base``)."""
     out: list[EventRead] = []
     cbuf = ffi.from_buffer(data)
@@ -158,7 +133,7 @@ class SegmentSource:
         if offset == start:
             return
         data, _ = self.read(start, offset)
-        frames = _Frames(1024)
+        frames = FrameParser(1024)
         cbuf = ffi.from_buffer(data)
         p = 0
         while p < len(data):
@@ -189,7 +164,7 @@ class SegmentSource:
             raise InvalidEventPointerError(f"no event at {offset}+{length} in segment {seg.name}")
         try:
             evs = events_from(data, offset, seg.segment_id, seg.stream.names, resolve(serializer),
-                              _Frames(4), f"fetch from {seg.name}")
+                              FrameParser(4), f"fetch from {seg.name}")
         except CorruptDataError:
             raise InvalidEventPointerError(f"no event at {offset}+{length} in segment {seg.name}") from None
         if len(evs) != 1 or evs[0].length != length:
@@ -224,7 +199,7 @@ class EventStreamReader:
         self._end = [None if end is None else end[s.segment_id] for s in segs]
         if end is not None and any(p > e for p, e in zip(self._pos, self._end)):
             raise InvalidStreamCutError(f"the end cut of {st.key} is before the start cut")
-        self._frames = _Frames()
+        self._frames = FrameParser()
         self._it: Iterator[EventRead] = iter(())
         self._rr = 0
         self._closed = False
@@ -374,7 +349,7 @@ class Slice:
                 pos = stop
 
     def __iter__(self) -> Iterator[EventRead]:
-        frames = _Frames()
+        frames = FrameParser()
         st = self._st
         for seg, data, pos in self._chunks():
             yield from events_from(data, pos, seg.segment_id, st.names, self._ser, frames,

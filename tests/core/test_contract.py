@@ -434,3 +434,19 @@ def test_text_and_json_serializers(s):
         w.write_event(b"\xff\xfe", routing_key="r")
     with pytest.raises(errors.SerializationError):
         list(s.read_slice("sc", "raw", serializer="text"))
+
+
+def test_cut_deep_inside_one_large_section(pe_store):
+    """A start cut thousands of frames into one journal section is validated by parsing the
+    section up to it (more frames than one parse call returns) and read from exactly there."""
+    pe_store.create_scope("deep")
+    pe_store.create_stream("deep", "one")
+    with pe_store.create_writer("deep", "one") as w:
+        w.write_events([b"%05d" % i for i in range(5000)], routing_key="k")  # one section
+    evs = list(pe_store.read_slice("deep", "one"))
+    cut = pe.StreamCut.of("deep", "one", {0: evs[3000].offset})
+    rest = drain(pe_store.create_reader("deep", "one", start=cut))
+    assert [e.event for e in rest] == [b"%05d" % i for i in range(3000, 5000)]
+    with pytest.raises(errors.InvalidStreamCutError):
+        pe_store.create_reader("deep", "one", start=pe.StreamCut.of("deep", "one", {0: evs[3000].offset + 1}))
+    assert pe_store.fetch_event(evs[4321].event_pointer).event == b"04321"

@@ -1,0 +1,46 @@
+"""Parsing event frames: reusable output arrays for the C frame parser.
+
+Owns: the arrays ``pe_parse_frames`` fills (frame offsets, payload lengths, key lengths), shared
+by readers (EventRead tuples) and slices (Arrow columns).
+
+Invariants:
+  1. The C parser is never told to write more entries than the arrays hold (``max_events`` is
+     the parser's own capacity).
+
+Thread-safety: a FrameParser is used by one thread at a time (each reader/slice has its own).
+"""
+
+from __future__ import annotations
+
+from array import array
+from typing import Any
+
+from ._native import check, ffi, lib
+
+__all__ = ["FrameParser"]
+
+
+class FrameParser:
+    """Parses frames of a buffer into ``fo`` (frame offsets), ``pl`` (payload lengths) and
+    ``kl`` (key lengths, -1: no key), at most ``cap`` per call."""
+
+    __slots__ = ("cap", "fo", "pl", "kl", "c_fo", "c_pl", "c_kl", "n", "consumed")
+
+    def __init__(self, cap: int = 65536) -> None:
+        self.cap = cap
+        self.fo = array("I", bytes(4 * cap))
+        self.pl = array("I", bytes(4 * cap))
+        self.kl = array("i", bytes(4 * cap))
+        self.c_fo = ffi.from_buffer("uint32_t[]", self.fo)
+        self.c_pl = ffi.from_buffer("uint32_t[]", self.pl)
+        self.c_kl = ffi.from_buffer("int32_t[]", self.kl)
+        self.n = ffi.new("uint32_t *")
+        self.consumed = ffi.new("uint64_t *")
+
+    def parse(self, cbuf: Any, length: int, what: str) -> tuple[int, int]:
+        """Parse frames of cbuf[0..length); return (count, consumed bytes)."""
+        status = lib.pe_parse_frames(cbuf, length, self.cap, self.c_fo, self.c_pl, self.c_kl,
+                                     self.n, self.consumed)
+        if status != lib.PE_OK:
+            check(status, what)
+        return self.n[0], self.consumed[0]
