@@ -21,7 +21,7 @@ from __future__ import annotations
 import time
 from typing import Any, Iterator
 
-from ._native import check, ffi, lib
+from ._native import ffi
 from .errors import (
     CorruptDataError,
     InvalidEventPointerError,

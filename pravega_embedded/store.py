@@ -40,24 +40,26 @@ from typing import Any
 from ._native import check, ffi, lib
 from .config import StreamConfiguration
 from .errors import (
+    CorruptDataError,
     InvalidConfigurationError,
+    InvalidEventPointerError,
     InvalidStreamCutError,
     ScopeExistsError,
     ScopeNotEmptyError,
     ScopeNotFoundError,
+    SegmentNotFoundError,
     StoreClosedError,
     StoreLockedError,
     StreamExistsError,
     StreamNotFoundError,
     StreamSealedError,
-    CorruptDataError,
     WriterExistsError,
 )
 from .events import EventPointer, EventRead
 from .journal import DURABILITY_MODES, Journal
 from .metadata import Metadata
 from .names import validate_scope, validate_stream, validate_writer_id
-from .reader import EventStreamReader, Slice, SegmentSource
+from .reader import EventStreamReader, SegmentSource, Slice
 from .routing import equal_ranges
 from .segment import Segment
 from .stream import StreamInfo, StreamState
@@ -439,11 +441,10 @@ class Store:
     def fetch_event(self, pointer: EventPointer, *, serializer: Any = None) -> EventRead:
         """Read the one event an EventPointer points to."""
         if not isinstance(pointer, EventPointer):
-            raise InvalidStreamCutError(f"expected an EventPointer, got {type(pointer).__name__}")
+            raise InvalidEventPointerError(f"expected an EventPointer, got {type(pointer).__name__}")
         st = self._stream(pointer.scope, pointer.stream)
         seg = st.segments.get(pointer.segment_id)
         if seg is None:
-            from .errors import SegmentNotFoundError
             raise SegmentNotFoundError(f"{st.key} has no segment {pointer.segment_id}")
         return SegmentSource(self, seg).fetch(pointer.offset, pointer.length, serializer)
 

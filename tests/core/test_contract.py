@@ -450,3 +450,12 @@ def test_cut_deep_inside_one_large_section(pe_store):
     with pytest.raises(errors.InvalidStreamCutError):
         pe_store.create_reader("deep", "one", start=pe.StreamCut.of("deep", "one", {0: evs[3000].offset + 1}))
     assert pe_store.fetch_event(evs[4321].event_pointer).event == b"04321"
+
+
+def test_fetch_event_bad_pointers(s):
+    with pytest.raises(errors.InvalidEventPointerError):
+        s.fetch_event(b"not a pointer")  # type: ignore[arg-type]
+    with pytest.raises(errors.SegmentNotFoundError):
+        s.fetch_event(pe.EventPointer(scope="sc", stream="st", segment_id=99, offset=0, length=7))
+    with pytest.raises(errors.StreamNotFoundError):
+        s.fetch_event(pe.EventPointer(scope="sc", stream="nope", segment_id=0, offset=0, length=7))
