@@ -72,6 +72,7 @@ _REC_FIXED = lib.PE_RECORD_HEADER_SIZE + lib.PE_EVENTS_HEADER_SIZE
 _SEC = lib.PE_SECTION_HEADER_SIZE
 _FRAME = lib.PE_FRAME_HEADER_SIZE
 _NO_KEY = lib.PE_NO_KEY
+_new_uncleared = ffi.new_allocator(should_clear_after_alloc=False)
 
 
 class Store:
@@ -481,7 +482,7 @@ class Store:
         lens = array("I", map(len, evs))
         keys_b = b"".join(keys)
         size = _REC_FIXED + len(wid) + _SEC * nsec + extra + len(payload)
-        out = bytearray(size)
+        out = _new_uncleared("char[]", size)  # C writes every byte: no zero-fill pass
         outs = ffi.new("uint64_t[3]")
         with self._append_lock:
             if st.deleted:
@@ -494,11 +495,11 @@ class Store:
                 status = lib.pe_journal_append_events(
                     handle, wid, len(wid), first, last, time.time_ns(), sections, nsec, groups,
                     ngroups, keys_b, len(keys_b), ffi.from_buffer("uint32_t[]", lens), len(evs),
-                    payload, len(payload), ffi.from_buffer(out), size, outs, outs + 1, outs + 2)
+                    payload, len(payload), out, size, outs, outs + 1, outs + 2)
             if status != lib.PE_OK:
                 check(status, f"append to {st.key}")
             rec_pos = outs[1]
-            view = memoryview(out)
+            view = memoryview(ffi.buffer(out))  # keeps `out` alive for the tail cache
             entries = []
             with self._index_lock:
                 for si, seg in enumerate(segs):
