@@ -158,7 +158,14 @@ class Journal:
             status = self._header_status(path, base)
             if status != lib.PE_OK:
                 if last_file and size <= HEADER:
-                    # a crash while the file was being created (rolling): it holds no record
+                    # a crash while the file was being created (rolling) leaves a file with no
+                    # record; one the metadata counts as applied has lost data instead
+                    if applied_pos is not None and applied_pos > base + HEADER:
+                        raise CorruptDataError(
+                            f"journal {path} is {size} bytes, shorter than its header, but the "
+                            f"metadata says position {applied_pos} was applied: journal data is "
+                            "missing"
+                        )
                     self._save_torn(path, 0, size, base)
                     os.unlink(path)
                     bases.pop()
