@@ -39,6 +39,8 @@ def _parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog="pravega-embedded", description=__doc__.splitlines()[0])
     p.add_argument("--store", default="./data", help="store directory (default ./data)")
     p.add_argument("--durability", default="fsync", choices=["fsync", "os", "none"])
+    p.add_argument("--wait-lock", type=float, default=10.0, metavar="SECONDS",
+                   help="wait this long for a store another process holds (default 10)")
     sub = p.add_subparsers(dest="cmd", required=True)
     s = sub.add_parser("create-scope", help="create a scope")
     s.add_argument("scope")
@@ -59,7 +61,10 @@ def _parser() -> argparse.ArgumentParser:
     s.add_argument("stream", type=_stream_arg, metavar="SCOPE/STREAM")
     s.add_argument("--from", dest="start", type=_cut_arg, help="start StreamCut text")
     s.add_argument("--to", dest="end", type=_cut_arg, help="end StreamCut text")
-    s.add_argument("--follow", "-f", action="store_true", help="keep reading new events")
+    s.add_argument("--follow", "-f", action="store_true",
+                   help="keep reading new events, also from writers in other processes")
+    s.add_argument("--poll", type=float, default=0.2, metavar="SECONDS",
+                   help="with --follow: how often to look for new events (default 0.2)")
     s.add_argument("--show-key", action="store_true", help="print KEY<TAB>EVENT")
     s.add_argument("--show-cut", action="store_true", help="print the cut after the last event to stderr")
     for name, help_ in (("seal", "seal a stream"), ("delete", "delete a stream")):
@@ -117,22 +122,51 @@ def _write(store: Any, scope: str, stream: str, args: argparse.Namespace) -> Non
     print(f"wrote {n} events to {scope}/{stream}", file=sys.stderr)
 
 
-def _read(store: Any, scope: str, stream: str, args: argparse.Namespace) -> None:
+def _open_waiting(args: argparse.Namespace) -> Any:
+    """Open the store, waiting up to --wait-lock seconds while another process holds it."""
+    deadline = time.monotonic() + max(0.0, args.wait_lock)
+    while True:
+        try:
+            return open_store(args.store, args.durability)
+        except errors.StoreLockedError:
+            if time.monotonic() >= deadline:
+                raise
+            time.sleep(0.02)
+
+
+def _print_events(r: Any, args: argparse.Namespace) -> None:
     out = sys.stdout.buffer
+    while (ev := r.read_next_event(timeout=0)) is not None:
+        if args.show_key:
+            out.write((ev.routing_key or "").encode() + b"\t")
+        out.write(ev.event + b"\n")
+    out.flush()
+
+
+def _read(store: Any, scope: str, stream: str, args: argparse.Namespace) -> None:
     with store.create_reader(scope, stream, start=args.start, end=args.end) as r:
-        while True:
-            ev = r.read_next_event(timeout=0.5 if args.follow else 0)
-            if ev is None:
-                if args.follow and args.end is None:
-                    out.flush()
-                    continue
-                break
-            if args.show_key:
-                out.write((ev.routing_key or "").encode() + b"\t")
-            out.write(ev.event + b"\n")
-        out.flush()
+        _print_events(r, args)
         if args.show_cut:
             print(r.position().to_text(), file=sys.stderr)
+
+
+def _follow(scope: str, stream: str, args: argparse.Namespace) -> None:
+    """read --follow. A store has one owner process, so the follower holds it only while it
+    reads: open, print what is new, remember the position, close, sleep --poll, repeat. Writers
+    in other processes (``pravega-embedded write``) get the store in between."""
+    position, shown = args.start, None
+    while True:
+        with _open_waiting(args) as store:
+            with store.create_reader(scope, stream, start=position, end=args.end) as r:
+                _print_events(r, args)
+                position = r.position()
+            done = args.end is not None or store.stream_info(scope, stream).sealed
+        if args.show_cut and position != shown:
+            print(position.to_text(), file=sys.stderr, flush=True)
+            shown = position
+        if done:
+            return
+        time.sleep(max(0.01, args.poll))
 
 
 def demo(store_path: str, durability: str, events: int) -> None:
@@ -173,7 +207,10 @@ def main(argv: Sequence[str] | None = None) -> int:
         if args.cmd == "demo":
             demo(args.store, args.durability, args.events)
             return 0
-        with open_store(args.store, args.durability) as store:
+        if args.cmd == "read" and args.follow:
+            _follow(*args.stream, args)
+            return 0
+        with _open_waiting(args) as store:
             if args.cmd == "create-scope":
                 store.create_scope(args.scope, exist_ok=True)
             elif args.cmd == "create-stream":
