@@ -292,6 +292,7 @@ class EventStreamReader:
         """Idempotent; wakes a read blocked in another thread (it raises ReaderClosedError)."""
         if not self._closed:
             self._closed = True
+            self._it = iter(())  # events fetched but not returned are not handed out after close
             self._st.notify()
 
     @property

@@ -53,7 +53,10 @@ class TextSerializer:
     def serialize(self, value: Any) -> bytes:
         if not isinstance(value, str):
             raise SerializationError(f"text serializer: event must be str, not {type(value).__name__}")
-        return value.encode("utf-8")
+        try:
+            return value.encode("utf-8")
+        except UnicodeEncodeError as exc:
+            raise SerializationError(f"text serializer: event is not valid Unicode: {exc}") from None
 
     def deserialize(self, data: bytes) -> str:
         try:

@@ -33,6 +33,7 @@ _TEXT = re.compile(
     r"pe1:([A-Za-z0-9][A-Za-z0-9.\-]{0,254})/([A-Za-z0-9][A-Za-z0-9.\-]{0,254}):"
     r"((?:[0-9]{1,10}(?:#[0-9]{1,10})?=[0-9]{1,20})(?:,[0-9]{1,10}(?:#[0-9]{1,10})?=[0-9]{1,20}){0,4095})"
 )
+_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9.\-]{0,254}")
 _MAX_U32 = (1 << 32) - 1
 _MAX_OFFSET = (1 << 63) - 1
 
@@ -71,8 +72,12 @@ class StreamCut:
             if self.scope or self.stream:
                 raise InvalidStreamCutError("an unbounded StreamCut has no scope or stream")
             return
-        if not self.scope or not self.stream:
-            raise InvalidStreamCutError("a bounded StreamCut needs a scope and a stream")
+        if not (isinstance(self.scope, str) and _NAME.fullmatch(self.scope)
+                and isinstance(self.stream, str) and _NAME.fullmatch(self.stream)):
+            raise InvalidStreamCutError(
+                f"a bounded StreamCut needs a valid scope and stream name, got "
+                f"{self.scope!r}/{self.stream!r}"
+            )
         pos = self.positions
         if not pos:
             raise InvalidStreamCutError(f"StreamCut of {self.scope}/{self.stream} has no segments")

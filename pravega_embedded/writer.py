@@ -63,6 +63,10 @@ def _coerce(event: Any) -> bytes:
     )
 
 
+def _bad_key(key: Any) -> InvalidRoutingKeyError:
+    return InvalidRoutingKeyError(f"routing key must be a str or None, not {type(key).__name__}")
+
+
 class _Refuse(dict):
     """The pending map of a writer that accepts no more events: every lookup raises."""
 
@@ -154,6 +158,8 @@ class EventStreamWriter:
             self._nbytes += n
             self._seq += 1
             seq = self._seq
+        except TypeError:
+            raise _bad_key(routing_key) from None
         finally:
             self._busy = False
         if self._nbytes >= self.batch_bytes:
@@ -186,7 +192,10 @@ class EventStreamWriter:
         try:
             if self._drain_pending:
                 self._yield_to_drain()
-            lst = self._lists.get(routing_key)
+            try:
+                lst = self._lists.get(routing_key)
+            except TypeError:
+                raise _bad_key(routing_key) from None
             if lst is None:
                 lst = self._new_key(routing_key)
             lst.extend(evs)
@@ -209,11 +218,13 @@ class EventStreamWriter:
         try:
             if self._drain_pending:
                 self._yield_to_drain()
+            try:
+                lst = self._lists.get(routing_key)  # raises if the writer is closed
+            except TypeError:
+                raise _bad_key(routing_key) from None
             if sequence <= self._seq:
-                lst = self._lists.get(routing_key)  # still raises if the writer is closed
                 self.duplicates_dropped += 1
                 return sequence
-            lst = self._lists.get(routing_key)
             if lst is None:
                 lst = self._new_key(routing_key)
             lst.append(event)
@@ -248,7 +259,12 @@ class EventStreamWriter:
                 raise InvalidRoutingKeyError(
                     f"routing key must be a str or None, not {type(key).__name__}"
                 )
-            kb = key.encode("utf-8", "surrogateescape")
+            try:
+                kb = key.encode("utf-8")
+            except UnicodeEncodeError:
+                raise InvalidRoutingKeyError(
+                    f"routing key {key!r} is not valid Unicode (lone surrogate)"
+                ) from None
             if len(kb) > MAX_KEY_BYTES:
                 raise InvalidRoutingKeyError(
                     f"routing key of {len(kb)} bytes is over the {MAX_KEY_BYTES}-byte limit"

@@ -145,7 +145,7 @@ def test_disk_full_loses_nothing(durable_store):
     s = durable_store
     s.create_scope("f")
     s.create_stream("f", "t")
-    w = s.create_writer("f", "t", writer_id="w")
+    w = s.create_writer("f", "t", writer_id="w", linger=60)  # only flush() drains: the fault hits it
     w.write_events([b"before"], routing_key="k")
     w.flush()
     lib.pe_journal_inject_fault(s._journal.handle, lib.PE_FAULT_WRITE, errno.ENOSPC, 1)
@@ -162,7 +162,7 @@ def test_failed_fsync_is_not_retried(store_path):
     s = pe.open(store_path)
     s.create_scope("f")
     s.create_stream("f", "t")
-    w = s.create_writer("f", "t", writer_id="w")
+    w = s.create_writer("f", "t", writer_id="w", linger=60)
     w.write_events([b"acked"], routing_key="k")
     w.flush()
     lib.pe_journal_inject_fault(s._journal.handle, lib.PE_FAULT_SYNC, errno.EIO, 1)
