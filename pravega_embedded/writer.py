@@ -134,7 +134,11 @@ class EventStreamWriter:
 
     # ------------------------------------------------------------------ writing
     def write_event(self, event: Any, routing_key: str | None = None, *, sequence: int | None = None) -> int:
-        """Buffer one event; return its sequence number. Same key, same order, always."""
+        """Buffer one event; return its sequence number. Same key, same order, always.
+
+        The event is buffered before the batch is handed to the journal: if this call raises
+        StorageFullError while handing over a full batch, the event is kept (its sequence number
+        is taken) and goes in with the batch on the next flush or write — do not send it again."""
         if self._ser_fn is not None:
             event = self._ser_fn(event)
         elif type(event) is not bytes:
