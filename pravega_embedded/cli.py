@@ -56,7 +56,10 @@ def _parser() -> argparse.ArgumentParser:
     s.add_argument("stream", type=_stream_arg, metavar="SCOPE/STREAM")
     s.add_argument("--key", help="routing key for every line")
     s.add_argument("--key-field", help="lines are JSON objects; route by this field")
-    s.add_argument("--writer-id", help="writer id (exactly-once resumption)")
+    s.add_argument("--writer-id", help="writer id: its sequence numbers continue across runs")
+    s.add_argument("--line-sequence", action="store_true",
+                   help="with --writer-id: line i of the input is sequence i, so re-running the same "
+                   "input (e.g. after a crash) skips the lines already written")
     s = sub.add_parser("read", help="print events as lines")
     s.add_argument("stream", type=_stream_arg, metavar="SCOPE/STREAM")
     s.add_argument("--from", dest="start", type=_cut_arg, help="start StreamCut text")
@@ -103,6 +106,8 @@ def _info(store: Any, scope: str, stream: str, as_json: bool) -> None:
 
 
 def _write(store: Any, scope: str, stream: str, args: argparse.Namespace) -> None:
+    if args.line_sequence and not args.writer_id:
+        raise errors.InvalidConfigurationError("--line-sequence needs --writer-id")
     n = 0
     with store.create_writer(scope, stream, writer_id=args.writer_id) as w:
         for line in sys.stdin.buffer:
@@ -116,10 +121,14 @@ def _write(store: Any, scope: str, stream: str, args: argparse.Namespace) -> Non
                     raise errors.SerializationError(
                         f"line {n + 1} is not a JSON object with field {args.key_field!r}"
                     ) from None
-            w.write_event(line, routing_key=key)
+            # --line-sequence: line i is sequence i, so re-running the same input adds nothing
+            w.write_event(line, routing_key=key, sequence=n if args.line_sequence else None)
             n += 1
         w.flush()
-    print(f"wrote {n} events to {scope}/{stream}", file=sys.stderr)
+        dropped = w.duplicates_dropped
+    print(f"wrote {n - dropped} events to {scope}/{stream}"
+          + (f" ({dropped} already written by writer {args.writer_id!r} were skipped)" if dropped else ""),
+          file=sys.stderr)
 
 
 def _open_waiting(args: argparse.Namespace) -> Any:

@@ -24,6 +24,7 @@ from typing import Any, Iterator
 from ._native import ffi
 from .errors import (
     CorruptDataError,
+    InvalidConfigurationError,
     InvalidEventPointerError,
     InvalidStreamCutError,
     ReaderClosedError,
@@ -214,6 +215,8 @@ class EventStreamReader:
 
     def _next_slow(self, timeout: float | None) -> EventRead | None:
         st, store = self._st, self._store
+        if timeout is not None and (isinstance(timeout, bool) or not isinstance(timeout, (int, float))):
+            raise InvalidConfigurationError(f"timeout must be a number of seconds or None, got {timeout!r}")
         deadline = None if timeout is None else time.monotonic() + max(0.0, timeout)
         while True:
             if self._closed:
@@ -230,6 +233,13 @@ class EventStreamReader:
             for k in range(n):
                 i = (self._rr + k) % n
                 src, pos, end = self._sources[i], self._pos[i], self._end[i]
+                head = st.head.get(src.seg.segment_id, 0)
+                if pos < head:  # truncated away under this reader: say so once, go on at the head
+                    self._pos[i] = head
+                    raise TruncatedDataError(
+                        f"offset {pos} of segment {src.seg.name} was truncated; the reader "
+                        f"continues from the stream's head ({head})"
+                    )
                 length = src.seg.length
                 limit = length if end is None else min(end, length)
                 if not ((end is not None and pos >= end) or (src.seg.sealed and pos >= length)):
@@ -314,6 +324,13 @@ class Slice:
         self._store, self._st = store, st
         self._ser = resolve(serializer)
         synced = store._journal.synced()
+        if end is not None and any(
+            end[sid] > SegmentSource(store, seg).visible_length(synced)
+            for sid, seg in st.segments.items()
+        ):
+            # the end names data not yet durable: wait for it (raises if the journal failed)
+            store._journal.sync(store._journal.state()[0], None, what=f"slice of {st.key}")
+            synced = store._journal.synced()
         self._ranges = []
         for sid in sorted(st.segments):
             seg = st.segments[sid]

@@ -44,6 +44,7 @@ __all__ = ["EventStreamWriter", "MAX_EVENT_SIZE"]
 MAX_EVENT_SIZE = 8 * 1024 * 1024
 MAX_KEY_BYTES = 4096
 MAX_BATCH_BYTES = 64 * 1024 * 1024
+MAX_PENDING_EVENTS = 8192  # with <= 4 KiB keys, a batch's frames stay under the record limit
 _ROUTE_CACHE = 100_000
 _NOKEY: list[object] = []
 
@@ -123,6 +124,7 @@ class EventStreamWriter:
         self._ack_lock = threading.Lock()
         self._io_lock = threading.Lock()
         self._nbytes = 0
+        self._pending_n = 0
         self._busy = False
         self._drain_pending = False
         self._batch_t0 = 0.0
@@ -160,13 +162,14 @@ class EventStreamWriter:
                 lst = self._new_key(routing_key)
             lst.append(event)
             self._nbytes += n
+            self._pending_n += 1
             self._seq += 1
             seq = self._seq
         except TypeError:
             raise _bad_key(routing_key) from None
         finally:
             self._busy = False
-        if self._nbytes >= self.batch_bytes:
+        if self._nbytes >= self.batch_bytes or self._pending_n >= MAX_PENDING_EVENTS:
             self._drain()
         return seq
 
@@ -185,12 +188,15 @@ class EventStreamWriter:
                 f"{MAX_EVENT_SIZE}-byte limit; nothing of this batch was written"
             )
         nbytes = sum(map(len, evs))
-        if nbytes > MAX_BATCH_BYTES:
+        key_bytes = len(routing_key.encode("utf-8", "surrogateescape")) if isinstance(routing_key, str) else 0
+        framed = nbytes + len(evs) * (6 + key_bytes)
+        if framed > MAX_BATCH_BYTES:
             raise EventTooLargeError(
-                f"a batch of {nbytes} bytes for {self.scope}/{self.stream} is over the "
+                f"a batch of {framed} framed bytes for {self.scope}/{self.stream} is over the "
                 f"{MAX_BATCH_BYTES}-byte limit of one atomic record; write it in parts"
             )
-        if self._nbytes + nbytes > MAX_BATCH_BYTES:
+        if self._pending_n and (self._nbytes + framed > MAX_BATCH_BYTES
+                                or self._pending_n + len(evs) > MAX_PENDING_EVENTS):
             self._drain()
         self._busy = True
         try:
@@ -203,12 +209,13 @@ class EventStreamWriter:
             if lst is None:
                 lst = self._new_key(routing_key)
             lst.extend(evs)
-            self._nbytes += nbytes
+            self._nbytes += framed
+            self._pending_n += len(evs)
             self._seq += len(evs)
             seq = self._seq
         finally:
             self._busy = False
-        if self._nbytes >= self.batch_bytes:
+        if self._nbytes >= self.batch_bytes or self._pending_n >= MAX_PENDING_EVENTS:
             self._drain()
         return seq
 
@@ -233,10 +240,11 @@ class EventStreamWriter:
                 lst = self._new_key(routing_key)
             lst.append(event)
             self._nbytes += len(event)
+            self._pending_n += 1
             self._seq = sequence
         finally:
             self._busy = False
-        if self._nbytes >= self.batch_bytes:
+        if self._nbytes >= self.batch_bytes or self._pending_n >= MAX_PENDING_EVENTS:
             self._drain()
         return sequence
 
@@ -298,6 +306,7 @@ class EventStreamWriter:
             refusal = self._refusal
             self._lists = {} if refusal is None else _Refuse(*refusal)
             self._nbytes = 0
+            self._pending_n = 0
             self._batch_t0 = 0.0
         finally:
             self._drain_pending = False

