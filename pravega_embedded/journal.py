@@ -120,6 +120,7 @@ class Journal:
         self._fds: dict[int, int] = {}
         self._bases: list[int] = []
         self.torn_bytes_cut = 0
+        self._durable_floor = 0  # "os" mode: fdatasynced up to here by make_durable()
 
     # ------------------------------------------------------------------ files
     def files(self) -> list[int]:
@@ -305,10 +306,18 @@ class Journal:
                 lib.pe_journal_state(h, w, w + 1, w + 2, err)
                 check(status, f"{what}: waiting for the journal to be durable", errno=err[0] or None)
 
-    def fsync_files(self) -> None:
-        """fdatasync every journal file (used by checkpoints in "os" mode)."""
-        for base in self.files():
-            os.fdatasync(self._fd(base))
+    def make_durable(self, pos: int, what: str) -> None:
+        """Make the journal durable up to ``pos`` whatever the mode, before metadata that refers
+        to it is committed: "fsync" waits for group commit; "os" fdatasyncs the files written
+        since the last call (acknowledgement does not wait for it, metadata does); "none" does
+        nothing."""
+        if self.durability == "fsync":
+            self.sync(pos, None, what=what)
+        elif self.durability == "os":
+            for base in self.files():
+                if base + os.path.getsize(self.path(base)) > self._durable_floor:
+                    os.fdatasync(self._fd(base))
+            self._durable_floor = max(self._durable_floor, pos)
 
     def close(self) -> None:
         """Make everything durable, wait for in-flight calls, free the C journal. Idempotent."""

@@ -216,8 +216,8 @@ class Store:
         return st
 
     def _sync_all(self, what: str) -> None:
-        written = self._journal.state()[0]
-        self._journal.sync(written, None, what=what)
+        """Invariant 3: make everything written durable before a topology commit (every mode)."""
+        self._journal.make_durable(self._journal.state()[0], what)
 
     # ------------------------------------------------------------------ scopes
     def create_scope(self, scope: str, *, exist_ok: bool = False) -> bool:
@@ -564,10 +564,7 @@ class Store:
                 with self._index_lock:
                     idx, self._idx_pending = self._idx_pending, []
             try:
-                if self.durability == "fsync":
-                    self._journal.sync(written, None, what="checkpoint")
-                elif self.durability == "os":
-                    self._journal.fsync_files()
+                self._journal.make_durable(written, "checkpoint")
                 self._meta.checkpoint(
                     written, lengths, writers,
                     ((seg.uid, e[0], e[2], e[1] - e[0], nev) for seg, e, nev in idx),

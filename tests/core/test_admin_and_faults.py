@@ -178,3 +178,19 @@ def test_failed_fsync_is_not_retried(store_path):
     with pe.open(store_path) as s2:  # reopening recovers; the acknowledged event is there
         events = [e.event for e in s2.read_slice("f", "t")]
         assert events[0] == b"acked" and b"later" not in events
+
+
+def test_os_mode_syncs_the_journal_before_a_topology_commit(store_path, monkeypatch):
+    """Durability "os" acknowledges writes without fdatasync, but a seal (like a checkpoint)
+    must make the journal durable before LMDB records state that refers to it."""
+    with pe.open(store_path, durability="os", checkpoint_interval=3600) as s:
+        s.create_scope("o")
+        s.create_stream("o", "t")
+        with s.create_writer("o", "t", writer_id="w") as w:
+            w.write_events([b"data"], routing_key="k")
+        synced: list[int] = []
+        real = os.fdatasync
+        monkeypatch.setattr(os, "fdatasync", lambda fd: (synced.append(fd), real(fd))[1])
+        s.seal_stream("o", "t")
+        journal_fds = set(s._journal._fds.values())
+        assert synced and set(synced) <= journal_fds, "seal committed metadata before syncing the journal"
