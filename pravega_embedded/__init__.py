@@ -6,7 +6,9 @@ Layout (dependencies point one way, top to bottom):
 - core modules     ``store`` (open, topology, append path), ``journal``, ``metadata`` (LMDB),
                    ``segment``, ``stream``, ``writer``, ``reader``, ``arrow``, ``routing``,
                    ``streamcut``, ``events``, ``serializers``, ``config``, ``names``, ``errors``
-- ``readergroup``, ``tiering``   built on the core
+- ``readergroup``  reader groups, checkpoints, positions (built on the core; registers the
+                   service behind ``store.create_reader_group``)
+- ``tiering``      built on the core
 - ``spark``, ``cli``             built on the public API
 
 Quick start::
@@ -24,6 +26,15 @@ from . import errors
 from .config import RetentionPolicy, ScalingPolicy, StreamConfiguration
 from .events import EventPointer, EventRead
 from .reader import EventStreamReader, Slice
+from .readergroup import (
+    Checkpoint,
+    CheckpointFuture,
+    GroupReader,
+    Position,
+    ReaderGroup,
+    ReaderGroupConfig,
+    SegmentDistribution,
+)
 from .segment import SegmentInfo
 from .serializers import BytesSerializer, JsonSerializer, TextSerializer
 from .store import Store, open, open_temporary
@@ -49,6 +60,13 @@ __all__ = [
     "EventStreamWriter",
     "EventStreamReader",
     "Slice",
+    "ReaderGroupConfig",
+    "ReaderGroup",
+    "GroupReader",
+    "Checkpoint",
+    "CheckpointFuture",
+    "Position",
+    "SegmentDistribution",
     "BytesSerializer",
     "TextSerializer",
     "JsonSerializer",

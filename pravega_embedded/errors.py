@@ -11,6 +11,7 @@ name the scope, stream, segment or writer involved. The base class is never rais
     ├── InvalidConfigurationError         (ValueError)   bad StreamConfiguration, durability, ...
     ├── InvalidStreamCutError             (ValueError)   garbage text, wrong stream, bad offsets
     ├── InvalidEventPointerError          (ValueError)   bytes that are not an EventPointer
+    ├── InvalidPositionError              (ValueError)   a reader Position that does not fit
     ├── EventTooLargeError                (ValueError)   event over the size limit
     ├── InvalidRoutingKeyError            (ValueError)   routing key not a str or too long
     ├── InvalidSequenceError              (ValueError)   explicit sequence not an int >= 0
@@ -18,11 +19,16 @@ name the scope, stream, segment or writer involved. The base class is never rais
     ├── NotFoundError                     (LookupError)
     │   ├── ScopeNotFoundError
     │   ├── StreamNotFoundError
-    │   └── SegmentNotFoundError
+    │   ├── SegmentNotFoundError
+    │   ├── ReaderGroupNotFoundError
+    │   └── ReaderNotFoundError                          reader id not in the group
     ├── AlreadyExistsError                (FileExistsError)
     │   ├── ScopeExistsError
     │   ├── StreamExistsError
-    │   └── WriterExistsError                            writer id already open on the stream
+    │   ├── WriterExistsError                            writer id already open on the stream
+    │   ├── ReaderGroupExistsError
+    │   ├── ReaderExistsError                            reader id already open in the group
+    │   └── CheckpointExistsError                        checkpoint name already outstanding
     ├── ScopeNotEmptyError                (OSError)
     ├── StreamSealedError                 (RuntimeError)  writes to a sealed stream
     │   └── SegmentSealedError
@@ -30,14 +36,18 @@ name the scope, stream, segment or writer involved. The base class is never rais
     ├── ClosedError                       (ValueError)   like io's "operation on closed file"
     │   ├── StoreClosedError
     │   ├── WriterClosedError
-    │   └── ReaderClosedError
+    │   ├── ReaderClosedError
+    │   └── ReaderGroupClosedError
     ├── StoreLockedError                  (BlockingIOError) another process holds the store
     ├── StorageError                      (OSError)      the disk failed (errno attached)
     │   └── StorageFullError                              ENOSPC: nothing acknowledged is lost
     ├── CorruptDataError                  (OSError)      damaged bytes on disk
     │   └── FormatVersionError                           unknown magic / format version
     ├── DurabilityTimeoutError            (TimeoutError) flush(timeout=) expired
-    └── ReinitializationRequiredError     (RuntimeError) reader group was reset
+    ├── ReinitializationRequiredError     (RuntimeError) reader group was reset
+    ├── ReaderNotInGroupError             (RuntimeError) reader was put offline by the group
+    ├── MaxCheckpointsExceededError       (RuntimeError) too many checkpoints outstanding
+    └── CheckpointFailedError             (RuntimeError) checkpoint dropped by reset/delete
 """
 
 from __future__ import annotations
@@ -48,6 +58,7 @@ __all__ = [
     "InvalidConfigurationError",
     "InvalidStreamCutError",
     "InvalidEventPointerError",
+    "InvalidPositionError",
     "EventTooLargeError",
     "InvalidRoutingKeyError",
     "InvalidSequenceError",
@@ -56,10 +67,15 @@ __all__ = [
     "ScopeNotFoundError",
     "StreamNotFoundError",
     "SegmentNotFoundError",
+    "ReaderGroupNotFoundError",
+    "ReaderNotFoundError",
     "AlreadyExistsError",
     "ScopeExistsError",
     "StreamExistsError",
     "WriterExistsError",
+    "ReaderGroupExistsError",
+    "ReaderExistsError",
+    "CheckpointExistsError",
     "ScopeNotEmptyError",
     "StreamSealedError",
     "SegmentSealedError",
@@ -68,6 +84,7 @@ __all__ = [
     "StoreClosedError",
     "WriterClosedError",
     "ReaderClosedError",
+    "ReaderGroupClosedError",
     "StoreLockedError",
     "StorageError",
     "StorageFullError",
@@ -75,6 +92,9 @@ __all__ = [
     "FormatVersionError",
     "DurabilityTimeoutError",
     "ReinitializationRequiredError",
+    "ReaderNotInGroupError",
+    "MaxCheckpointsExceededError",
+    "CheckpointFailedError",
 ]
 
 
@@ -96,6 +116,10 @@ class InvalidStreamCutError(PravegaEmbeddedError, ValueError):
 
 class InvalidEventPointerError(PravegaEmbeddedError, ValueError):
     """Bytes or text that are not a valid EventPointer."""
+
+
+class InvalidPositionError(PravegaEmbeddedError, ValueError):
+    """A reader Position that is not a Position or does not cover the reader's segments."""
 
 
 class EventTooLargeError(PravegaEmbeddedError, ValueError):
@@ -131,6 +155,14 @@ class SegmentNotFoundError(NotFoundError):
     """The segment does not exist in this stream."""
 
 
+class ReaderGroupNotFoundError(NotFoundError):
+    """The reader group does not exist (or was deleted)."""
+
+
+class ReaderNotFoundError(NotFoundError):
+    """No reader with this id is in the reader group."""
+
+
 class AlreadyExistsError(PravegaEmbeddedError, FileExistsError):
     """Something with this name exists already (pass exist_ok=True to accept it)."""
 
@@ -145,6 +177,18 @@ class StreamExistsError(AlreadyExistsError):
 
 class WriterExistsError(AlreadyExistsError):
     """A writer with this id is already open on the stream (close it first)."""
+
+
+class ReaderGroupExistsError(AlreadyExistsError):
+    """A reader group with this name exists already."""
+
+
+class ReaderExistsError(AlreadyExistsError):
+    """A reader with this id is already open in the reader group (close it first)."""
+
+
+class CheckpointExistsError(AlreadyExistsError):
+    """A checkpoint with this name is already outstanding in the reader group."""
 
 
 class ScopeNotEmptyError(PravegaEmbeddedError, OSError):
@@ -179,6 +223,10 @@ class ReaderClosedError(ClosedError):
     """The reader is closed."""
 
 
+class ReaderGroupClosedError(ClosedError):
+    """The reader group handle is closed (or its group was deleted)."""
+
+
 class StoreLockedError(PravegaEmbeddedError, BlockingIOError):
     """Another process (or another open handle) owns the store directory."""
 
@@ -210,3 +258,17 @@ class DurabilityTimeoutError(PravegaEmbeddedError, TimeoutError):
 
 class ReinitializationRequiredError(PravegaEmbeddedError, RuntimeError):
     """The reader group was reset; the reader must be re-created (raised once)."""
+
+
+class ReaderNotInGroupError(PravegaEmbeddedError, RuntimeError):
+    """The reader was put offline (``reader_offline``) while open; create a new reader to go on
+    (raised once, then the reader is closed)."""
+
+
+class MaxCheckpointsExceededError(PravegaEmbeddedError, RuntimeError):
+    """More checkpoints are outstanding than ``max_outstanding_checkpoints`` allows; wait for
+    one to complete."""
+
+
+class CheckpointFailedError(PravegaEmbeddedError, RuntimeError):
+    """The checkpoint can never complete: its reader group was reset or deleted."""

@@ -4,7 +4,10 @@ Owns: the per-event result type of reads and the stable, serialisable pointer to
 
 Invariants:
   1. ``EventRead`` is a tuple (cheap to create: catch-up reads make a million per second); its
-     fields are ``event, routing_key, segment_id, offset`` plus the frame length and stream.
+     fields are ``event, routing_key, segment_id, offset`` plus the frame length and the stream
+     context: ``(scope, stream)``, or for reader-group reads a tuple subclass that also knows
+     the reader's position when the event's chunk was read (so ``.position`` costs nothing
+     per event until asked for).
   2. ``EventPointer.from_bytes(p.to_bytes()) == p``; the byte form starts with ``b"PEP1"``.
 
 Thread-safety: immutable values, safe to share.
@@ -69,6 +72,13 @@ class EventRead(tuple):
 
     __slots__ = ()
 
+    is_checkpoint = False
+    """True only for the checkpoint marker a reader-group reader returns (``event`` is None)."""
+    checkpoint_name: str | None = None
+    is_read_completed = False
+    """True only for the marker a reader-group reader returns once the group has read every
+    segment to its end cut (or to the end of a sealed stream)."""
+
     event: Any = property(itemgetter(0))  # type: ignore[assignment]
     segment_id: int = property(itemgetter(2))  # type: ignore[assignment]
     offset: int = property(itemgetter(3))  # type: ignore[assignment]
@@ -106,6 +116,13 @@ class EventRead(tuple):
         return EventPointer(
             scope=scope, stream=stream, segment_id=self[2], offset=self[3], length=self[4]
         )
+
+    @property
+    def position(self) -> Any:
+        """For a reader-group read: the reader's Position just after this event (what
+        ``group.reader_offline(reader_id, position)`` takes). None for standalone reads."""
+        position_of = getattr(self[5], "position_of", None)
+        return None if position_of is None else position_of(self)
 
     @property
     def next_offset(self) -> int:

@@ -1,4 +1,5 @@
-"""The metadata store: scopes, streams, segments, writer sequences and the segment index, in LMDB.
+"""The metadata store: scopes, streams, segments, writer sequences, the segment index and
+reader-group state, in LMDB.
 
 Owns: the LMDB environment under ``<store>/meta`` and every key in it (layout in
 docs/format.md, "Metadata").
@@ -13,6 +14,9 @@ Invariants:
      committed after the journal data they depend on is durable; the journal is then replayed
      against them (records of deleted segments are ignored).
   4. Segment uids are never reused (``next_uid`` only grows).
+  5. A reader group's state is one JSON value whose ``revision`` grows by one per write;
+     ``put_group`` writes only if the stored revision is the expected one (optimistic
+     concurrency: a writer that lost the race re-reads and retries).
 
 Thread-safety: every method may be called from any thread; LMDB serialises write transactions.
 """
@@ -59,7 +63,7 @@ class Metadata:
         os.makedirs(path, exist_ok=True)
         try:
             self.env = lmdb.open(
-                path, max_dbs=8, map_size=map_size, sync=sync, metasync=sync, subdir=True,
+                path, max_dbs=16, map_size=map_size, sync=sync, metasync=sync, subdir=True,
                 readahead=False, max_readers=256,
             )
         except lmdb.Error as exc:
@@ -73,6 +77,7 @@ class Metadata:
         self._seglen = e.open_db(b"seglen")
         self._writers = e.open_db(b"writers")
         self._index = e.open_db(b"index")
+        self._groups = e.open_db(b"groups")
         self._check_format()
 
     # ------------------------------------------------------------------ format / store keys
@@ -174,6 +179,28 @@ class Metadata:
         with self.env.begin() as txn:
             raw = txn.get(_writer_key(stream_key, writer_id), db=self._writers)
         return None if raw is None else _LE64.unpack(raw)[0]
+
+    # ------------------------------------------------------------------ reader groups
+    def groups(self) -> list[tuple[str, bytes]]:
+        """Every reader group as (name, raw JSON state)."""
+        with self.env.begin() as txn:
+            return [(k.decode(), bytes(v)) for k, v in txn.cursor(db=self._groups)]
+
+    def put_group(self, name: str, raw: bytes, expected_revision: int | None) -> bool:
+        """Write a group's state if its stored revision is ``expected_revision`` (None: the
+        group must not exist). False when another writer got there first (invariant 5)."""
+        key = name.encode()
+        with self.env.begin(write=True) as txn:
+            cur = txn.get(key, db=self._groups)
+            stored = None if cur is None else json.loads(cur).get("revision")
+            if stored != expected_revision:
+                return False
+            txn.put(key, raw, db=self._groups)
+        return True
+
+    def delete_group(self, name: str) -> bool:
+        with self.env.begin(write=True) as txn:
+            return txn.delete(name.encode(), db=self._groups)
 
     # ------------------------------------------------------------------ index
     def index_floor(self, uid: int, offset: int) -> tuple[int, int, int, int] | None:

@@ -35,7 +35,7 @@ import time
 import weakref
 from array import array
 from collections import deque
-from typing import Any
+from typing import Any, Callable
 
 from ._native import check, ffi, lib
 from .config import StreamConfiguration
@@ -66,7 +66,16 @@ from .stream import StreamInfo, StreamState
 from .streamcut import StreamCut, segment_id
 from .writer import MAX_BATCH_BYTES, EventStreamWriter
 
-__all__ = ["Store", "open", "open_temporary"]
+__all__ = ["Store", "open", "open_temporary", "register_service"]
+
+# Services of higher layers (reader groups), registered when their package is imported, so the
+# core offers ``store.create_reader_group`` without importing the layer above it.
+_SERVICES: dict[str, Callable[["Store"], Any]] = {}
+
+
+def register_service(name: str, factory: Callable[["Store"], Any]) -> None:
+    """Make ``factory(store)`` the store's ``name`` service (created on first use)."""
+    _SERVICES[name] = factory
 
 _REC_FIXED = lib.PE_RECORD_HEADER_SIZE + lib.PE_EVENTS_HEADER_SIZE
 _SEC = lib.PE_SECTION_HEADER_SIZE
@@ -135,6 +144,7 @@ class Store:
         self.tail_cache_bytes = tail_cache_bytes
         self._writers: set[EventStreamWriter] = set()
         self._readers: weakref.WeakSet[Any] = weakref.WeakSet()
+        self._services: dict[str, Any] = {}
         self.checkpoint_interval = checkpoint_interval
         self._meta = Metadata(os.path.join(self.path, "meta"), sync=self.durability != "none", map_size=map_size)
         self._journal = Journal(os.path.join(self.path, "journal"),
@@ -448,6 +458,34 @@ class Store:
         if seg is None:
             raise SegmentNotFoundError(f"{st.key} has no segment {pointer.segment_id}")
         return SegmentSource(self, seg).fetch(pointer.offset, pointer.length, serializer)
+
+    # ------------------------------------------------------------------ reader groups
+    def _service(self, name: str) -> Any:
+        svc = self._services.get(name)
+        if svc is None:
+            with self._lock:
+                self._check_open()
+                svc = self._services.get(name)
+                if svc is None:
+                    svc = self._services[name] = _SERVICES[name](self)
+        return svc
+
+    def create_reader_group(self, group_name: str, config: Any, *, exist_ok: bool = False) -> Any:
+        """Create a reader group reading ``config`` (a ReaderGroupConfig, or a list of
+        ``(scope, stream)``); with exist_ok, return the existing group of that name instead."""
+        return self._service("readergroups").create(group_name, config, exist_ok)
+
+    def get_reader_group(self, group_name: str) -> Any:
+        """The reader group of that name (ReaderGroupNotFoundError if none)."""
+        return self._service("readergroups").get(group_name)
+
+    def delete_reader_group(self, group_name: str) -> None:
+        """Delete a reader group; its open readers raise ReaderGroupNotFoundError."""
+        self._service("readergroups").delete(group_name)
+
+    def list_reader_groups(self) -> list[str]:
+        """The names of the store's reader groups, sorted."""
+        return self._service("readergroups").names()
 
     # ------------------------------------------------------------------ the append path
     def _append_events(self, st: StreamState, wid: bytes, first: int, last: int,

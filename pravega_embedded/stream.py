@@ -10,7 +10,9 @@ Invariants:
   3. A sealed stream accepts no appends; a deleted stream is removed from the store's maps.
 
 Thread-safety: mutated by the store under its locks; ``cond`` guards nothing but the wake-ups
-(readers re-check state after waking).
+(readers re-check state after waking). ``watchers`` holds further conditions to wake (a reader
+group's, whose readers wait on one condition for several streams); a watcher counts itself in
+``waiters`` while it waits, so an append with nobody waiting costs one integer test.
 """
 
 from __future__ import annotations
@@ -77,6 +79,7 @@ class StreamState:
         self.lows: list[float] = []
         self.cond = threading.Condition(threading.Lock())
         self.waiters = 0
+        self.watchers: set[threading.Condition] = set()
         self.writers: set[Any] = set()
         self.version = 0  # bumped on every append, seal, truncate, delete
 
@@ -99,6 +102,9 @@ class StreamState:
         if self.waiters:
             with self.cond:
                 self.cond.notify_all()
+            for c in tuple(self.watchers):
+                with c:
+                    c.notify_all()
 
     def info(self) -> StreamInfo:
         segs = tuple(

@@ -15,6 +15,8 @@ DOCUMENTED = {
     "RetentionPolicy", "StreamInfo", "SegmentInfo", "StreamCut", "EventRead", "EventPointer",
     "EventStreamWriter", "EventStreamReader", "Slice", "BytesSerializer", "TextSerializer",
     "JsonSerializer", "MAX_EVENT_SIZE", "__version__",
+    "ReaderGroupConfig", "ReaderGroup", "GroupReader", "Checkpoint", "CheckpointFuture",
+    "Position", "SegmentDistribution",
 }
 
 # class -> (parent in the tree, the builtin it must also be), as in errors.py's docstring.
@@ -50,6 +52,16 @@ TREE: dict[str, tuple[str, tuple[type, ...]]] = {
     "FormatVersionError": ("CorruptDataError", (OSError,)),
     "DurabilityTimeoutError": ("PravegaEmbeddedError", (TimeoutError,)),
     "ReinitializationRequiredError": ("PravegaEmbeddedError", (RuntimeError,)),
+    "ReaderGroupNotFoundError": ("NotFoundError", (LookupError,)),
+    "ReaderNotFoundError": ("NotFoundError", (LookupError,)),
+    "ReaderGroupExistsError": ("AlreadyExistsError", (FileExistsError,)),
+    "ReaderExistsError": ("AlreadyExistsError", (FileExistsError,)),
+    "CheckpointExistsError": ("AlreadyExistsError", (FileExistsError,)),
+    "InvalidPositionError": ("PravegaEmbeddedError", (ValueError,)),
+    "ReaderGroupClosedError": ("ClosedError", (ValueError,)),
+    "ReaderNotInGroupError": ("PravegaEmbeddedError", (RuntimeError,)),
+    "MaxCheckpointsExceededError": ("PravegaEmbeddedError", (RuntimeError,)),
+    "CheckpointFailedError": ("PravegaEmbeddedError", (RuntimeError,)),
 }
 
 

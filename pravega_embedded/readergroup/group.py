@@ -1,0 +1,388 @@
+"""Reader groups: the handle users hold, and the per-store service that creates and finds them.
+
+Owns: creating, finding, listing and deleting groups (their state lives in the store's LMDB,
+``groups`` table), the group handle (readers, checkpoints, stream cuts, offline readers, reset,
+lag and distribution figures).
+
+Invariants:
+  1. One GroupState per group per open store; every handle and reader of the group shares it.
+  2. At most one open reader object per reader id per group in this process.
+  3. A group's start and end positions are validated against its streams when it is created
+     or reset (boundaries, head, end not before start).
+
+Thread-safety: all methods of ReaderGroup and ReaderGroupService are thread-safe.
+"""
+
+from __future__ import annotations
+
+import html
+import threading
+from typing import Any
+
+from ..errors import (
+    CheckpointExistsError,
+    InvalidConfigurationError,
+    InvalidPositionError,
+    InvalidStreamCutError,
+    MaxCheckpointsExceededError,
+    ReaderExistsError,
+    ReaderGroupClosedError,
+    ReaderGroupExistsError,
+    ReaderGroupNotFoundError,
+    ReaderNotFoundError,
+    TruncatedDataError,
+)
+from ..reader import SegmentSource
+from ..streamcut import StreamCut, format_segment_id
+from .config import (
+    Checkpoint,
+    Position,
+    ReaderGroupConfig,
+    SegmentDistribution,
+    seg_key,
+    split_seg_key,
+    validate_checkpoint_name,
+    validate_group_name,
+    validate_reader_id,
+)
+from .reader import GroupReader
+from .state import (
+    CheckpointFuture,
+    GroupState,
+    dumps,
+    begin_checkpoint,
+    checkpoint_from,
+    new_state,
+    remove_reader,
+)
+
+__all__ = ["ReaderGroup", "ReaderGroupService"]
+
+
+def _seg_name(k: str) -> str:
+    skey, sid = split_seg_key(k)
+    return f"{skey}/{format_segment_id(sid)}"
+
+
+class ReaderGroupService:
+    """The reader groups of one open store (``store.create_reader_group`` and friends)."""
+
+    def __init__(self, store: Any) -> None:
+        self.store = store
+        self.lock = threading.RLock()
+        self.groups: dict[str, GroupState] = {
+            name: GroupState(store._meta, name, raw) for name, raw in store._meta.groups()
+        }
+
+    def initial(self, config: ReaderGroupConfig) -> tuple[dict[str, int], dict[str, int]]:
+        """Start and end offsets of every segment of the config's streams (invariant 3)."""
+        store = self.store
+        start: dict[str, int] = {}
+        ends: dict[str, int] = {}
+        for scope, stream in config.streams:
+            st = store._stream(scope, stream)
+            sp = store._resolve_cut(st, config.start_cut(scope, stream), f"reader group start of {st.key}")
+            ep = store._resolve_cut(st, config.end_cut(scope, stream), f"reader group end of {st.key}")
+            for sid, seg in st.segments.items():
+                head = st.head.get(sid, 0)
+                off = head if sp is None else sp[sid]
+                if off < head:
+                    raise TruncatedDataError(
+                        f"start offset {off} of segment {seg.name} is before the stream's head ({head})"
+                    )
+                k = seg_key(st.key, sid)
+                start[k] = off
+                if ep is not None:
+                    if ep[sid] < off:
+                        raise InvalidStreamCutError(
+                            f"the end cut of {st.key} is before the start in segment {seg.name}"
+                        )
+                    ends[k] = ep[sid]
+        return start, ends
+
+    @staticmethod
+    def config_of(config: Any) -> ReaderGroupConfig:
+        if isinstance(config, ReaderGroupConfig):
+            return config
+        if isinstance(config, (list, tuple, str)):
+            return ReaderGroupConfig(streams=config)
+        raise InvalidConfigurationError(
+            f"expected a ReaderGroupConfig or a list of streams, got {type(config).__name__}"
+        )
+
+    def create(self, name: str, config: Any, exist_ok: bool) -> "ReaderGroup":
+        validate_group_name(name)
+        config = self.config_of(config)
+        with self.lock:
+            self.store._check_open()
+            if name in self.groups:
+                if exist_ok:
+                    return ReaderGroup(self, self.groups[name])
+                raise ReaderGroupExistsError(f"reader group {name!r} already exists")
+            start, ends = self.initial(config)
+            raw = dumps(new_state(name, config.to_json(), start, ends))
+            if not self.store._meta.put_group(name, raw, None):
+                raise ReaderGroupExistsError(f"reader group {name!r} already exists")
+            gs = self.groups[name] = GroupState(self.store._meta, name, raw)
+        return ReaderGroup(self, gs)
+
+    def get(self, name: str) -> "ReaderGroup":
+        validate_group_name(name)
+        self.store._check_open()
+        gs = self.groups.get(name)
+        if gs is None:
+            raise ReaderGroupNotFoundError(f"reader group {name!r} does not exist")
+        return ReaderGroup(self, gs)
+
+    def delete(self, name: str) -> None:
+        validate_group_name(name)
+        with self.lock:
+            self.store._check_open()
+            gs = self.groups.get(name)
+            if gs is None:
+                raise ReaderGroupNotFoundError(f"reader group {name!r} does not exist")
+            self.store._meta.delete_group(name)
+            del self.groups[name]
+            gs.mark_deleted()
+
+    def names(self) -> list[str]:
+        self.store._check_open()
+        return sorted(self.groups)
+
+
+class ReaderGroup:
+    """A handle on one reader group. Get it from ``store.create_reader_group`` or
+    ``store.get_reader_group``; ``close()`` closes the handle (not its readers)."""
+
+    def __init__(self, service: ReaderGroupService, gs: GroupState) -> None:
+        self._svc = service
+        self._store = service.store
+        self._gs = gs
+        self.name = gs.name
+        self._closed = False
+
+    # ------------------------------------------------------------------ helpers
+    def _check(self) -> dict[str, Any]:
+        if self._closed:
+            raise ReaderGroupClosedError(f"reader group handle {self.name!r} is closed")
+        self._store._check_open()
+        if self._gs.deleted:
+            raise ReaderGroupNotFoundError(f"reader group {self.name!r} was deleted")
+        return self._gs.state
+
+    @property
+    def config(self) -> ReaderGroupConfig:
+        return ReaderGroupConfig.from_json(self._check()["config"])
+
+    @property
+    def closed(self) -> bool:
+        return self._closed
+
+    # ------------------------------------------------------------------ readers
+    def create_reader(self, reader_id: str, *, serializer: Any = None) -> GroupReader:
+        """A reader in this group. A reader id the group still lists (its reader crashed or
+        the store was closed abruptly) resumes that reader's segments at their last
+        checkpointed offsets."""
+        validate_reader_id(reader_id)
+        gs = self._gs
+        with self._svc.lock:
+            self._check()
+            if reader_id in gs.readers:
+                raise ReaderExistsError(f"reader {reader_id!r} is already open in group {self.name!r}")
+            r = GroupReader(self._store, gs, reader_id, serializer)
+            r._join()
+            gs.readers[reader_id] = r
+            self._store._readers.add(r)
+        return r
+
+    def reader_offline(self, reader_id: str, position: Position | None = None) -> None:
+        """Take a reader out of the group. Its segments go back to the group at ``position``
+        (e.g. the ``.position`` of the last event it processed) or, if None, at its last
+        checkpoint, so the events after that are read again by the group."""
+        validate_reader_id(reader_id)
+        if position is not None and not isinstance(position, Position):
+            raise InvalidPositionError(f"position must be a Position or None, got {type(position).__name__}")
+        final = None if position is None else position.as_dict()
+        if final is not None:
+            for k, off in final.items():
+                if isinstance(off, bool) or not isinstance(off, int) or off < 0:
+                    raise InvalidPositionError(f"bad offset {off!r} for {k} in {position}")
+        self._check()
+
+        def fn(s: dict[str, Any]) -> bool:
+            me = s["readers"].get(reader_id)
+            if me is None:
+                raise ReaderNotFoundError(f"reader {reader_id!r} is not in group {self.name!r}")
+            if final is not None:
+                missing = set(me["segments"]) - set(final)
+                if missing:
+                    raise InvalidPositionError(
+                        f"the position does not cover segments {sorted(map(_seg_name, missing))} "
+                        f"that reader {reader_id!r} holds"
+                    )
+                for k in me["segments"]:
+                    skey, sid = split_seg_key(k)
+                    st = self._store._streams.get(skey)
+                    if st is not None and sid in st.segments and final[k] > st.segments[sid].length:
+                        raise InvalidPositionError(f"offset {final[k]} is beyond the end of {_seg_name(k)}")
+            remove_reader(s, reader_id, final)
+            return True
+
+        self._gs.update(fn)
+        self._gs.readers.pop(reader_id, None)
+
+    def online_readers(self) -> list[str]:
+        """The ids of the readers in the group (including ones whose process has gone away and
+        that were not yet put offline)."""
+        return sorted(self._check()["readers"])
+
+    # ------------------------------------------------------------------ checkpoints
+    def initiate_checkpoint(self, name: str) -> CheckpointFuture:
+        """Ask every reader to return a checkpoint marker and record its position. Returns a
+        future: ``.result(timeout)`` is the Checkpoint once all readers have answered."""
+        validate_checkpoint_name(name)
+        self._check()
+        cid = 0
+
+        def fn(s: dict[str, Any]) -> bool:
+            nonlocal cid
+            if any(c["name"] == name for c in s["checkpoints"]):
+                raise CheckpointExistsError(f"checkpoint {name!r} is already outstanding in group {self.name!r}")
+            limit = s["config"]["max_outstanding_checkpoints"]
+            if sum(not c["silent"] for c in s["checkpoints"]) >= limit:
+                raise MaxCheckpointsExceededError(
+                    f"group {self.name!r} already has {limit} checkpoints outstanding "
+                    f"(max_outstanding_checkpoints); wait for one to complete"
+                )
+            cid = begin_checkpoint(s, name, False)
+            return True
+
+        self._gs.update(fn)
+        return self._gs.watch(CheckpointFuture(name, cid))
+
+    def outstanding_checkpoints(self) -> list[str]:
+        """Names of the user checkpoints not yet completed, oldest first."""
+        return [c["name"] for c in self._check()["checkpoints"] if not c["silent"]]
+
+    def last_checkpoint(self) -> Checkpoint | None:
+        """The most recently completed checkpoint (automatic ones included), or None."""
+        s = self._check()
+        return checkpoint_from(s["done"][-1], s["config"]["streams"]) if s["done"] else None
+
+    def get_stream_cuts(self) -> dict[tuple[str, str], StreamCut]:
+        """One StreamCut per stream: the last completed checkpoint's, or where the group (or
+        its last reset) started if none has completed."""
+        s = self._check()
+        entry = s["done"][-1] if s["done"] else {"name": "", "cuts": s["start"]}
+        return dict(checkpoint_from(entry, s["config"]["streams"]).stream_cuts)
+
+    def generate_stream_cuts(self, timeout: float | None = None) -> dict[tuple[str, str], StreamCut]:
+        """One StreamCut per stream at the readers' current positions: a silent checkpoint
+        that every reader answers on its next read (TimeoutError if not within ``timeout``)."""
+        self._check()
+        cid = 0
+
+        def fn(s: dict[str, Any]) -> bool:
+            nonlocal cid
+            cid = begin_checkpoint(s, f"_cuts-{s['next_cp']}", True)
+            return True
+
+        self._gs.update(fn)
+        fut = self._gs.watch(CheckpointFuture("stream cuts", cid))
+        return dict(fut.result(timeout).stream_cuts)
+
+    # ------------------------------------------------------------------ reset
+    def reset(self, target: ReaderGroupConfig | Checkpoint) -> None:
+        """Start the group over from a new config or from a Checkpoint (its streams' cuts as
+        the start). Every open reader raises ReinitializationRequiredError once; outstanding
+        checkpoints fail with CheckpointFailedError."""
+        s = self._check()
+        if isinstance(target, Checkpoint):
+            config = ReaderGroupConfig.from_json(s["config"]).with_start(target)
+        elif isinstance(target, ReaderGroupConfig):
+            config = target
+        else:
+            raise InvalidConfigurationError(
+                f"reset takes a ReaderGroupConfig or a Checkpoint, got {type(target).__name__}"
+            )
+        start, ends = self._svc.initial(config)
+
+        def fn(s2: dict[str, Any]) -> bool:
+            fresh = new_state(self.name, config.to_json(), start, ends,
+                              generation=s2["generation"] + 1, previous=s2)
+            s2.clear()
+            s2.update(fresh)
+            return True
+
+        self._gs.update(fn)
+        self._gs.readers.clear()
+
+    # ------------------------------------------------------------------ figures
+    def _positions(self, s: dict[str, Any]) -> dict[str, int]:
+        """Where the group stands in each unfinished segment: live reader positions where a
+        reader of this process reports one, else the state's offsets."""
+        pos = dict(s["unassigned"])
+        live = {rid: dict(r.live) for rid, r in list(self._gs.readers.items())}
+        for rid, r in s["readers"].items():
+            lv = live.get(rid, {})
+            for k, off in r["segments"].items():
+                pos[k] = lv.get(k, off)
+        return pos
+
+    def unread_bytes(self, scope: str | None = None, stream: str | None = None) -> int:
+        """Framed bytes of durable events the group has not read yet (up to the end cuts), over
+        all its streams or one. Positions are the readers' fetch positions (events fetched but
+        not yet returned count as read), or for segments no reader holds, the group's offsets."""
+        s = self._check()
+        only = None if scope is None else f"{scope}/{stream}"
+        synced = self._store._journal.synced()
+        total = 0
+        for k, off in self._positions(s).items():
+            skey, sid = split_seg_key(k)
+            if only is not None and skey != only:
+                continue
+            st = self._store._streams.get(skey)
+            seg = None if st is None else st.segments.get(sid)
+            if seg is None:
+                continue
+            limit = SegmentSource(self._store, seg).visible_length(synced)
+            end = s["ends"].get(k)
+            if end is not None:
+                limit = min(limit, end)
+            total += max(0, limit - off)
+        return total
+
+    def segment_distribution(self) -> SegmentDistribution:
+        """Which reader holds which segments, and which segments no reader holds."""
+        s = self._check()
+        return SegmentDistribution(
+            readers={rid: tuple(sorted(map(_seg_name, r["segments"]))) for rid, r in sorted(s["readers"].items())},
+            unassigned=tuple(sorted(map(_seg_name, s["unassigned"]))),
+        )
+
+    # ------------------------------------------------------------------ closing
+    def close(self) -> None:
+        """Close this handle (idempotent). Readers created from it stay open."""
+        self._closed = True
+
+    def __enter__(self) -> "ReaderGroup":
+        return self
+
+    def __exit__(self, *exc: Any) -> None:
+        self.close()
+
+    def __repr__(self) -> str:
+        return f"<ReaderGroup {self.name!r}{' closed' if self._closed else ''}>"
+
+    def _repr_html_(self) -> str:
+        s = self._check()
+        dist = self.segment_distribution()
+        rows = "".join(
+            f"<tr><td>{html.escape(r)}</td><td>{', '.join(map(html.escape, segs)) or '-'}</td></tr>"
+            for r, segs in dist.readers.items()
+        )
+        return (
+            f"<b>ReaderGroup</b> {html.escape(self.name)}: "
+            f"{', '.join(map(html.escape, s['config']['streams']))}; unread {self.unread_bytes():,} bytes; "
+            f"unassigned {len(dist.unassigned)}<table><tr><th>reader</th><th>segments</th></tr>{rows}</table>"
+        )

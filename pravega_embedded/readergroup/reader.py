@@ -1,0 +1,471 @@
+"""A reader in a reader group: reads the segments the group assigns it.
+
+Owns: the reader's segments and positions, its part of the checkpoint protocol, balancing
+(through ``assignment.plan``), completing segments at their end, and its wake-ups.
+
+Protocol, on every call of ``read_next_event`` that finds the group state changed (one identity
+test per event on the hot path):
+  1. A reset (new generation), a deletion, or being put offline ends the reader: it raises
+     ReinitializationRequiredError / ReaderGroupNotFoundError / ReaderNotInGroupError once and
+     is closed from then on.
+  2. If the last call returned a checkpoint marker, the reader now records its position for
+     that checkpoint (Pravega's semantics: the application saves its own state between the
+     marker and the next call).
+  3. The oldest checkpoint pending for this reader: a silent one is recorded at once; for a
+     user one the marker is returned.
+  4. An automatic checkpoint is begun when the interval has passed and none is outstanding.
+  5. Balancing: release or acquire segments (state invariant 3: never while a checkpoint is
+     pending for this reader).
+Then it hands out buffered events, or reads the next chunk (round-robin over its segments),
+completing segments that reached their end, or waits on the group's condition (woken by appends
+and seals of the group's streams and by every group-state change).
+
+Invariants:
+  1. A position is always an event boundary as the application saw it: events fetched but
+     not yet returned are not counted (releases and checkpoints use the returned position).
+  2. Per segment, events come in offset order; a segment moves between readers only through
+     ``unassigned`` at the releasing reader's returned position, so per routing key the group
+     delivers in write order and, without ``reader_offline(..., None)``, exactly once.
+
+Thread-safety: one thread reads; ``close()`` may be called from any thread.
+"""
+
+from __future__ import annotations
+
+import time
+import uuid
+from typing import Any, Iterator
+
+from ..errors import (
+    InvalidConfigurationError,
+    ReaderClosedError,
+    ReaderGroupNotFoundError,
+    ReaderNotInGroupError,
+    ReinitializationRequiredError,
+    SegmentNotFoundError,
+    StoreClosedError,
+    StreamNotFoundError,
+    TruncatedDataError,
+)
+from ..events import EventRead
+from ..frames import FrameParser
+from ..reader import SegmentSource, events_from
+from ..serializers import resolve
+from . import assignment
+from .config import Position, split_seg_key
+from .state import GroupState, begin_checkpoint, record_checkpoint, remove_reader
+
+__all__ = ["GroupReader"]
+
+_new = tuple.__new__
+_NS = 1_000_000_000
+
+
+class _Context(tuple):
+    """``(scope, stream)`` of the events of one chunk, plus the reader's positions when the
+    chunk was read: enough for ``EventRead.position`` without any per-event work."""
+
+    def position_of(self, ev: EventRead) -> Position:
+        pos = dict(self.base)  # type: ignore[attr-defined]
+        pos[self.key] = ev[3] + ev[4]  # type: ignore[attr-defined]
+        return Position.of(pos)
+
+
+class _Marker(EventRead):
+    """A checkpoint or read-completed marker: ``(None, None, -1, -1, 0, context, name, done)``."""
+
+    __slots__ = ()
+
+    is_checkpoint = property(lambda self: self[6] is not None)  # type: ignore[assignment]
+    checkpoint_name = property(lambda self: self[6])  # type: ignore[assignment]
+    is_read_completed = property(lambda self: self[7])  # type: ignore[assignment]
+
+    @property
+    def position(self) -> Position:
+        return self[5].position
+
+    @property
+    def event_pointer(self) -> None:  # type: ignore[override]
+        return None
+
+    def __repr__(self) -> str:
+        if self[6] is not None:
+            return f"EventRead(checkpoint_name={self[6]!r})"
+        return "EventRead(is_read_completed=True)"
+
+
+class _MarkerContext(tuple):
+    pass
+
+
+class GroupReader:
+    """A reader of a reader group. Create it with ``group.create_reader(reader_id)``.
+
+    ``read_next_event(timeout)`` returns an EventRead, a checkpoint marker
+    (``ev.is_checkpoint``), the read-completed marker (``ev.is_read_completed``) once a bounded
+    group has read everything, or None when ``timeout`` passes. ``close()`` releases the
+    reader's segments at its exact position.
+    """
+
+    def __init__(self, store: Any, gs: GroupState, reader_id: str, serializer: Any) -> None:
+        self._store = store
+        self._gs = gs
+        self.reader_id = reader_id
+        self.group_name = gs.name
+        self._ser = resolve(serializer)
+        self._session = uuid.uuid4().hex
+        self._owned: dict[str, list[Any]] = {}  # seg -> [source, stream state, position, end]
+        self._order: list[str] = []
+        self._rr = 0
+        self._it: Iterator[EventRead] = iter(())
+        self._cur: str | None = None  # the segment of the buffered chunk
+        self._snap: Any = None  # the group state this reader has fully acted on
+        self._marker: int | None = None  # checkpoint id whose marker was returned
+        self._closed = False
+        self._frames = FrameParser()
+        self.live: dict[str, int] = {}  # fetch position per segment, for lag figures
+        self._gen = -1
+        self._unsynced = False
+
+    # ------------------------------------------------------------------ joining
+    def _join(self) -> None:
+        """Enter the group state; resume the segments a previous reader of this id held."""
+        rid = self.reader_id
+
+        def fn(s: dict[str, Any]) -> bool:
+            me = s["readers"].setdefault(rid, {"segments": {}})
+            me["session"] = self._session
+            self._gen = s["generation"]
+            return True
+
+        s = self._gs.update(fn)
+        assert s is not None
+        for k, off in s["readers"][rid]["segments"].items():
+            self._own(k, off, s)
+
+    def _own(self, k: str, off: int, s: dict[str, Any]) -> None:
+        skey, sid = split_seg_key(k)
+        st = self._store._streams.get(skey)
+        if st is None:
+            raise StreamNotFoundError(f"stream {skey} of reader group {self.group_name!r} was deleted")
+        seg = st.segments.get(sid)
+        if seg is None:
+            raise SegmentNotFoundError(f"stream {skey} has no segment {sid} (was it re-created?)")
+        self._owned[k] = [SegmentSource(self._store, seg), st, off, s["ends"].get(k)]
+        self._order = sorted(self._owned)
+        self.live[k] = off
+
+    def _drop(self, k: str) -> None:
+        self._owned.pop(k, None)
+        self.live.pop(k, None)
+        self._order = sorted(self._owned)
+        if self._cur == k:
+            self._it = iter(())
+            self._cur = None
+
+    # ------------------------------------------------------------------ positions
+    def _returned(self) -> dict[str, int]:
+        """Each owned segment's position as the application saw it (invariant 1)."""
+        pos = {k: o[2] for k, o in self._owned.items()}
+        if self._cur is not None and self._cur in pos:
+            pending = list(self._it)
+            self._it = iter(pending)
+            if pending:
+                pos[self._cur] = pending[0][3]
+        return pos
+
+    def position(self) -> Position:
+        """The reader's Position: just after the last event it returned."""
+        return Position.of(self._returned())
+
+    def _marker_event(self, name: str | None) -> EventRead:
+        ctx = _MarkerContext(("", ""))
+        ctx.position = self.position()  # type: ignore[attr-defined]
+        return _new(_Marker, (None, None, -1, -1, 0, ctx, name, name is None))
+
+    # ------------------------------------------------------------------ reading
+    def read_next_event(self, timeout: float | None = None) -> EventRead | None:
+        """The next event or marker, or None when ``timeout`` seconds pass without one
+        (timeout=None waits without limit)."""
+        if self._gs.snap is self._snap:
+            try:
+                return next(self._it)
+            except StopIteration:
+                pass
+        return self._slow(timeout)
+
+    def _fail(self, exc: BaseException) -> None:
+        self._closed = True
+        self._it = iter(())
+        if self._gs.readers.get(self.reader_id) is self:
+            del self._gs.readers[self.reader_id]
+        raise exc
+
+    def _slow(self, timeout: float | None) -> EventRead | None:
+        if timeout is not None and (isinstance(timeout, bool) or not isinstance(timeout, (int, float))):
+            raise InvalidConfigurationError(f"timeout must be a number of seconds or None, got {timeout!r}")
+        store, gs = self._store, self._gs
+        deadline = None if timeout is None else time.monotonic() + max(0.0, timeout)
+        while True:
+            if self._closed:
+                raise ReaderClosedError(f"reader {self.reader_id!r} of group {self.group_name!r} is closed")
+            if store._closed:
+                raise StoreClosedError(f"store {store.path} is closed")
+            marker = self._sync()
+            if marker is not None:
+                return marker
+            try:
+                return next(self._it)
+            except StopIteration:
+                self._cur = None
+            ev = self._read_chunk()
+            if ev is not None:
+                return ev
+            s = gs.state
+            if self._snap is not gs.snap:
+                continue  # a segment was completed or the state moved: act on it first
+            if not s["unassigned"] and not any(r["segments"] for r in s["readers"].values()):
+                return self._marker_event(None)  # every segment read to its end
+            if not self._wait(deadline, s):
+                return None
+
+    def _read_chunk(self) -> EventRead | None:
+        """Read the next chunk of one owned segment; complete segments at their end."""
+        store = self._store
+        synced = store._journal.synced()
+        n = len(self._order)
+        self._unsynced = False
+        for j in range(n):
+            k = self._order[(self._rr + j) % n]
+            o = self._owned[k]
+            src, st, pos, end = o
+            seg = src.seg
+            if st.deleted:
+                raise StreamNotFoundError(f"stream {st.key} was deleted")
+            head = st.head.get(seg.segment_id, 0)
+            if pos < head:  # truncated away under this reader: say so once, go on at the head
+                o[2] = head
+                raise TruncatedDataError(
+                    f"offset {pos} of segment {seg.name} was truncated; reader {self.reader_id!r} "
+                    f"continues from the stream's head ({head})"
+                )
+            length = seg.length
+            if (end is not None and pos >= end) or (seg.sealed and pos >= length):
+                self._complete(k, pos)
+                return None
+            limit = length if end is None else min(end, length)
+            if pos >= limit:
+                continue
+            visible = src.visible_length(synced)
+            if pos >= visible:
+                self._unsynced = True
+                continue
+            data, stop = src.read(pos, min(limit, visible))
+            ctx = _Context(st.names)
+            ctx.key = k  # type: ignore[attr-defined]
+            ctx.base = {key: ob[2] for key, ob in self._owned.items()}  # type: ignore[attr-defined]
+            evs = events_from(data, pos, seg.segment_id, ctx, self._ser, self._frames,
+                              f"read of {seg.name}")
+            o[2] = stop
+            self.live[k] = stop
+            self._cur = k
+            self._rr = (self._rr + j + 1) % n
+            self._it = iter(evs)
+            return next(self._it, None)
+        return None
+
+    def _wait(self, deadline: float | None, s: dict[str, Any]) -> bool:
+        """Sleep until data, a state change or the deadline; False when the deadline passed."""
+        store, gs = self._store, self._gs
+        now = time.monotonic()
+        remaining = None if deadline is None else deadline - now
+        if remaining is not None and remaining <= 0:
+            return False
+        iv = s["config"]["automatic_checkpoint_interval"]
+        if iv is not None:
+            due = (s["last_auto_ns"] + iv * _NS - time.time_ns()) / _NS + 0.001
+            remaining = due if remaining is None else min(remaining, due)
+            remaining = max(remaining, 0.0)
+        if self._unsynced:
+            try:
+                store._journal.sync(store._journal.state()[0], remaining, what=f"read of group {gs.name!r}")
+            except TimeoutError:
+                pass
+            return True
+        streams = [st for st in (store._streams.get(k) for k in s["config"]["streams"]) if st is not None]
+        versions = [st.version for st in streams]
+        snap = gs.snap
+        with gs.cond:
+            for st in streams:
+                with st.cond:
+                    st.waiters += 1
+                st.watchers.add(gs.cond)
+            try:
+                if (gs.snap is snap and not self._closed and not store._closed
+                        and all(st.version == v for st, v in zip(streams, versions))):
+                    gs.cond.wait(remaining)
+            finally:
+                for st in streams:
+                    with st.cond:
+                        st.waiters -= 1
+        return True
+
+    # ------------------------------------------------------------------ group protocol
+    def _check_member(self, s: dict[str, Any]) -> dict[str, Any]:
+        gs = self._gs
+        if gs.deleted:
+            self._fail(ReaderGroupNotFoundError(f"reader group {gs.name!r} was deleted"))
+        if s["generation"] != self._gen:
+            self._fail(ReinitializationRequiredError(
+                f"reader group {gs.name!r} was reset; create reader {self.reader_id!r} again"))
+        me = s["readers"].get(self.reader_id)
+        if me is None or me.get("session") != self._session:
+            self._fail(ReaderNotInGroupError(
+                f"reader {self.reader_id!r} was put offline in group {gs.name!r}; create it again"))
+        return me  # type: ignore[return-value]
+
+    def _sync(self) -> EventRead | None:
+        """Act on the group state until nothing is left to do (the module's steps 1-5)."""
+        gs = self._gs
+        rid = self.reader_id
+        while True:
+            snap = gs.snap
+            if snap is self._snap:
+                return None
+            s = snap[1]
+            self._check_member(s)
+            if self._marker is not None:
+                cid, self._marker = self._marker, None
+                self._record(cid)
+                continue
+            cp = next((c for c in s["checkpoints"] if rid in c["pending"]), None)
+            if cp is not None:
+                if cp["silent"]:
+                    self._record(cp["id"])
+                    continue
+                self._marker = cp["id"]
+                self._snap = None  # the next call records the checkpoint first
+                return self._marker_event(cp["name"])
+            if self._auto_checkpoint(s):
+                continue
+            if self._rebalance(s):
+                continue
+            self._snap = snap
+            return None
+
+    def _record(self, cid: int) -> None:
+        positions = self._returned()
+        self._gs.update(lambda s: self._member(s) and record_checkpoint(s, self.reader_id, cid, positions))
+
+    def _member(self, s: dict[str, Any]) -> bool:
+        me = s["readers"].get(self.reader_id)
+        return me is not None and me.get("session") == self._session and s["generation"] == self._gen
+
+    def _auto_checkpoint(self, s: dict[str, Any]) -> bool:
+        iv = s["config"]["automatic_checkpoint_interval"]
+        if iv is None or time.time_ns() - s["last_auto_ns"] < iv * _NS:
+            return False
+
+        def fn(s2: dict[str, Any]) -> bool:
+            if time.time_ns() - s2["last_auto_ns"] < iv * _NS:
+                return False
+            s2["last_auto_ns"] = time.time_ns()
+            if not any(c["name"].startswith("_auto-") for c in s2["checkpoints"]):
+                begin_checkpoint(s2, f"_auto-{s2['next_cp']}", True)
+            return True
+
+        return self._gs.update(fn) is not None
+
+    def _rebalance(self, s: dict[str, Any]) -> bool:
+        rid = self.reader_id
+        if any(rid in c["pending"] for c in s["checkpoints"]):
+            return False
+        release, acquire = assignment.plan(s, rid)
+        if not release and not acquire:
+            return False
+        positions = self._returned()
+        decided: list[Any] = []
+
+        def fn(s2: dict[str, Any]) -> bool:
+            decided.clear()
+            if not self._member(s2) or any(rid in c["pending"] for c in s2["checkpoints"]):
+                return False
+            rel, acq = assignment.plan(s2, rid)
+            me = s2["readers"][rid]["segments"]
+            for k in rel:
+                del me[k]
+                s2["unassigned"][k] = positions[k]
+            got = {k: s2["unassigned"].pop(k) for k in acq}
+            me.update(got)
+            decided.extend((rel, got))
+            return bool(rel or acq)
+
+        s2 = self._gs.update(fn)
+        if s2 is None:
+            return False
+        rel, got = decided
+        for k in rel:
+            self._drop(k)
+        for k, off in got.items():
+            self._own(k, off, s2)
+        return True
+
+    def _complete(self, k: str, pos: int) -> None:
+        """Segment ``k`` is read to its end: it leaves the reader for ``completed``."""
+        rid = self.reader_id
+
+        def fn(s: dict[str, Any]) -> bool:
+            if not self._member(s) or any(rid in c["pending"] for c in s["checkpoints"]):
+                return False  # the checkpoint is answered first (state invariant 3)
+            me = s["readers"][rid]["segments"]
+            if k not in me:
+                return False
+            del me[k]
+            s["completed"][k] = pos
+            return True
+
+        if self._gs.update(fn) is not None:
+            self._drop(k)
+
+    # ------------------------------------------------------------------ closing
+    def close(self) -> None:
+        """Leave the group, releasing this reader's segments at its exact position (events
+        returned are not re-delivered to other readers). Idempotent; wakes a blocked read."""
+        if self._closed:
+            return
+        self._closed = True
+        gs = self._gs
+        try:
+            if not gs.deleted and not self._store._closed:
+                final = self._returned()
+                gs.update(lambda s: self._member(s) and (remove_reader(s, self.reader_id, final) or True))
+        finally:
+            self._it = iter(())
+            if gs.readers.get(self.reader_id) is self:
+                del gs.readers[self.reader_id]
+            with gs.cond:
+                gs.cond.notify_all()
+
+    @property
+    def closed(self) -> bool:
+        return self._closed
+
+    def __iter__(self) -> Iterator[EventRead]:
+        """Events and checkpoint markers until the group's read is complete; blocks."""
+        while True:
+            ev = self.read_next_event(None)
+            if ev is None:
+                continue
+            if ev.is_read_completed:
+                return
+            yield ev
+
+    def __enter__(self) -> "GroupReader":
+        return self
+
+    def __exit__(self, *exc: Any) -> None:
+        self.close()
+
+    def __repr__(self) -> str:
+        return (f"<GroupReader {self.reader_id!r} of {self.group_name!r} "
+                f"segments={len(self._owned)}{' closed' if self._closed else ''}>")
