@@ -235,6 +235,18 @@ class GroupReader:
         synced = store._journal.synced()
         n = len(self._order)
         self._unsynced = False
+        truncated = []
+        for k in self._order:  # truncated away under this reader: say so once, go on at the head
+            o = self._owned[k]
+            head = o[1].head.get(o[0].seg.segment_id, 0)
+            if o[2] < head:
+                truncated.append(f"{o[0].seg.name} at {o[2]} (head {head})")
+                o[2] = head
+        if truncated:
+            raise TruncatedDataError(
+                f"reader {self.reader_id!r}: truncated data skipped in {', '.join(truncated)}; it "
+                f"continues from the stream's head"
+            )
         for j in range(n):
             k = self._order[(self._rr + j) % n]
             o = self._owned[k]
@@ -242,13 +254,6 @@ class GroupReader:
             seg = src.seg
             if st.deleted:
                 raise StreamNotFoundError(f"stream {st.key} was deleted")
-            head = st.head.get(seg.segment_id, 0)
-            if pos < head:  # truncated away under this reader: say so once, go on at the head
-                o[2] = head
-                raise TruncatedDataError(
-                    f"offset {pos} of segment {seg.name} was truncated; reader {self.reader_id!r} "
-                    f"continues from the stream's head ({head})"
-                )
             length = seg.length
             if (end is not None and pos >= end) or (seg.sealed and pos >= length):
                 self._complete(k, pos)
@@ -330,9 +335,9 @@ class GroupReader:
         rid = self.reader_id
         while True:
             snap = gs.snap
-            if snap is self._snap:
-                return None
             s = snap[1]
+            if snap is self._snap and not self._auto_due(s):
+                return None
             self._check_member(s)
             if self._marker is not None:
                 cid, self._marker = self._marker, None
@@ -361,10 +366,15 @@ class GroupReader:
         me = s["readers"].get(self.reader_id)
         return me is not None and me.get("session") == self._session and s["generation"] == self._gen
 
-    def _auto_checkpoint(self, s: dict[str, Any]) -> bool:
+    @staticmethod
+    def _auto_due(s: dict[str, Any]) -> bool:
         iv = s["config"]["automatic_checkpoint_interval"]
-        if iv is None or time.time_ns() - s["last_auto_ns"] < iv * _NS:
+        return iv is not None and time.time_ns() - s["last_auto_ns"] >= iv * _NS
+
+    def _auto_checkpoint(self, s: dict[str, Any]) -> bool:
+        if not self._auto_due(s):
             return False
+        iv = s["config"]["automatic_checkpoint_interval"]
 
         def fn(s2: dict[str, Any]) -> bool:
             if time.time_ns() - s2["last_auto_ns"] < iv * _NS:

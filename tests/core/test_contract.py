@@ -42,6 +42,8 @@ def test_public_names():
         "RetentionPolicy", "StreamInfo", "SegmentInfo", "StreamCut", "EventRead", "EventPointer",
         "EventStreamWriter", "EventStreamReader", "Slice", "BytesSerializer", "TextSerializer",
         "JsonSerializer", "MAX_EVENT_SIZE", "__version__",
+        "ReaderGroupConfig", "ReaderGroup", "GroupReader", "Checkpoint", "CheckpointFuture",
+        "Position", "SegmentDistribution",
     }
     for name in pe.__all__:
         assert getattr(pe, name) is not None
@@ -64,6 +66,11 @@ def test_exception_tree():
         "StorageError": OSError, "StorageFullError": OSError, "CorruptDataError": OSError,
         "FormatVersionError": OSError, "DurabilityTimeoutError": TimeoutError,
         "ReinitializationRequiredError": RuntimeError,
+        "ReaderGroupNotFoundError": LookupError, "ReaderNotFoundError": LookupError,
+        "ReaderGroupExistsError": FileExistsError, "ReaderExistsError": FileExistsError,
+        "CheckpointExistsError": FileExistsError, "InvalidPositionError": ValueError,
+        "ReaderGroupClosedError": ValueError, "ReaderNotInGroupError": RuntimeError,
+        "MaxCheckpointsExceededError": RuntimeError, "CheckpointFailedError": RuntimeError,
     }
     assert set(errors.__all__) == set(builtin) | {"PravegaEmbeddedError"}
     for name, base in builtin.items():
