@@ -73,7 +73,7 @@ def dumps(s: dict[str, Any]) -> bytes:
 def new_state(name: str, config: dict[str, Any], start: dict[str, int], ends: dict[str, int],
               *, generation: int = 0, previous: dict[str, Any] | None = None) -> dict[str, Any]:
     """A group with no readers, every segment unassigned at ``start`` (or completed if it
-    starts at its end). ``previous``: the state being reset (keeps history and counters)."""
+    starts at its end). ``previous``: the state being reset (its checkpoint ids go on)."""
     unassigned, completed = {}, {}
     for k, off in start.items():
         end = ends.get(k)
@@ -82,7 +82,7 @@ def new_state(name: str, config: dict[str, Any], start: dict[str, int], ends: di
         "format": STATE_FORMAT, "name": name, "revision": 0, "generation": generation,
         "created_ns": time.time_ns(), "config": config, "start": dict(start), "ends": dict(ends),
         "readers": {}, "unassigned": unassigned, "completed": completed, "checkpoints": [],
-        "done": [] if previous is None else previous["done"],
+        "done": [],  # a reset starts a new history: cuts of older generations no longer apply
         "next_cp": 1 if previous is None else previous["next_cp"],
         "last_auto_ns": time.time_ns(),
     }

@@ -200,8 +200,9 @@ def test_reset_to_a_checkpoint_replays_the_identical_remainder(store):
     for e in events(drain([n1, n2])):
         again[e.segment_id].append((e.offset, e.event))
     assert dict(again) == expected
-    # the group's start cuts are now the checkpoint's
-    assert g.get_stream_cuts() != {}
+    # after a reset, the group's stream cuts are its new start until a checkpoint completes
+    assert g.last_checkpoint() is None
+    assert g.get_stream_cuts() == dict(cp.stream_cuts)
 
 
 def test_reset_with_a_new_config_and_failed_checkpoints(store):
