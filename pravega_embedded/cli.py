@@ -1,4 +1,4 @@
-"""The ``pravega-embedded`` command: admin, kcat-like write/read, and the demo.
+"""The ``pravega-embedded`` command: admin, kcat-like write/read, reader groups, and the demo.
 
 Owns: argument parsing and text output; it uses only the public API.
 
@@ -13,7 +13,7 @@ import sys
 import time
 from typing import Any, Sequence
 
-from . import errors
+from . import cli_groups, errors
 from .config import ScalingPolicy, StreamConfiguration
 from .store import open as open_store
 from .streamcut import StreamCut, format_segment_id
@@ -76,6 +76,7 @@ def _parser() -> argparse.ArgumentParser:
     s = sub.add_parser("truncate", help="truncate a stream at a StreamCut")
     s.add_argument("stream", type=_stream_arg, metavar="SCOPE/STREAM")
     s.add_argument("cut", type=_cut_arg)
+    cli_groups.add_parser(sub, _stream_arg, _cut_arg)
     s = sub.add_parser("demo", help="write and read back a small sensor stream")
     s.add_argument("--events", type=int, default=100_000)
     return p
@@ -241,6 +242,8 @@ def main(argv: Sequence[str] | None = None) -> int:
                 store.delete_stream(*args.stream)
             elif args.cmd == "truncate":
                 store.truncate_stream(*args.stream, args.cut)
+            elif args.cmd == "reader-group":
+                return cli_groups.run(store, args)
         return 0
     except errors.PravegaEmbeddedError as exc:
         print(f"pravega-embedded: error: {exc}", file=sys.stderr)
