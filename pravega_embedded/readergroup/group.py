@@ -9,6 +9,8 @@ Invariants:
   2. At most one open reader object per reader id per group in this process.
   3. A group's start and end positions are validated against its streams when it is created
      or reset (boundaries, head, end not before start).
+  4. A group whose stored state is damaged raises CorruptDataError when used; the other
+     groups work, and deleting it is the way out.
 
 Thread-safety: all methods of ReaderGroup and ReaderGroupService are thread-safe.
 """
@@ -21,6 +23,7 @@ from typing import Any
 
 from ..errors import (
     CheckpointExistsError,
+    CorruptDataError,
     InvalidConfigurationError,
     InvalidPositionError,
     InvalidStreamCutError,
@@ -70,9 +73,13 @@ class ReaderGroupService:
     def __init__(self, store: Any) -> None:
         self.store = store
         self.lock = threading.RLock()
-        self.groups: dict[str, GroupState] = {
-            name: GroupState(store._meta, name, raw) for name, raw in store._meta.groups()
-        }
+        self.groups: dict[str, GroupState] = {}
+        self.damaged: dict[str, CorruptDataError] = {}  # raised on use; delete_reader_group clears
+        for name, raw in store._meta.groups():
+            try:
+                self.groups[name] = GroupState(store._meta, name, raw)
+            except CorruptDataError as exc:
+                self.damaged[name] = exc
 
     def initial(self, config: ReaderGroupConfig) -> tuple[dict[str, int], dict[str, int]]:
         """Start and end offsets of every segment of the config's streams (invariant 3)."""
@@ -115,6 +122,8 @@ class ReaderGroupService:
         config = self.config_of(config)
         with self.lock:
             self.store._check_open()
+            if name in self.damaged:
+                raise self.damaged[name]
             if name in self.groups:
                 if exist_ok:
                     return ReaderGroup(self, self.groups[name])
@@ -131,6 +140,8 @@ class ReaderGroupService:
         self.store._check_open()
         gs = self.groups.get(name)
         if gs is None:
+            if name in self.damaged:
+                raise self.damaged[name]
             raise ReaderGroupNotFoundError(f"reader group {name!r} does not exist")
         return ReaderGroup(self, gs)
 
@@ -138,6 +149,9 @@ class ReaderGroupService:
         validate_group_name(name)
         with self.lock:
             self.store._check_open()
+            if self.damaged.pop(name, None) is not None:
+                self.store._meta.delete_group(name)  # the way out of a damaged state
+                return
             gs = self.groups.get(name)
             if gs is None:
                 raise ReaderGroupNotFoundError(f"reader group {name!r} does not exist")
@@ -147,7 +161,7 @@ class ReaderGroupService:
 
     def names(self) -> list[str]:
         self.store._check_open()
-        return sorted(self.groups)
+        return sorted([*self.groups, *self.damaged])
 
 
 class ReaderGroup:

@@ -46,9 +46,15 @@ import threading
 import time
 from typing import Any, Callable
 
-from ..errors import CheckpointFailedError, ReaderGroupNotFoundError
+from ..errors import (
+    CheckpointFailedError,
+    CorruptDataError,
+    FormatVersionError,
+    PravegaEmbeddedError,
+    ReaderGroupNotFoundError,
+)
 from ..streamcut import StreamCut
-from .config import Checkpoint, split_seg_key
+from .config import Checkpoint, ReaderGroupConfig, split_seg_key
 
 __all__ = [
     "GroupState",
@@ -60,10 +66,84 @@ __all__ = [
     "checkpoint_from",
     "DONE_KEPT",
     "dumps",
+    "parse_state",
 ]
 
 STATE_FORMAT = 1
 DONE_KEPT = 64
+
+
+def _offsets(where: str, d: Any) -> None:
+    if not isinstance(d, dict):
+        raise ValueError(f"{where} is not an object")
+    for k, off in d.items():
+        split_seg_key(k)
+        if isinstance(off, bool) or not isinstance(off, int) or off < 0:
+            raise ValueError(f"{where}[{k!r}] is not an offset")
+
+
+def _int(where: str, v: Any) -> None:
+    if isinstance(v, bool) or not isinstance(v, int) or v < 0:
+        raise ValueError(f"{where} is not a non-negative int")
+
+
+def parse_state(name: str, raw: bytes) -> dict[str, Any]:
+    """The state document in ``raw``, checked field by field and for invariant 1; anything
+    else raises CorruptDataError (FormatVersionError for a newer format)."""
+    try:
+        s = json.loads(raw)
+        if not isinstance(s, dict):
+            raise ValueError("not an object")
+        fmt = s.get("format")
+        if isinstance(fmt, int) and not isinstance(fmt, bool) and fmt > STATE_FORMAT:
+            raise FormatVersionError(
+                f"reader group {name!r} has state format {fmt}; this release reads 1..{STATE_FORMAT}"
+            )
+        if fmt != STATE_FORMAT or s.get("name") != name:
+            raise ValueError("wrong format or name")
+        for f in ("revision", "generation", "created_ns", "next_cp", "last_auto_ns"):
+            _int(f, s.get(f))
+        ReaderGroupConfig.from_json(s["config"])
+        for f in ("start", "ends", "unassigned", "completed"):
+            _offsets(f, s.get(f))
+        readers = s.get("readers")
+        if not isinstance(readers, dict):
+            raise ValueError("readers is not an object")
+        seen: set[str] = set()
+        places = [s["unassigned"], s["completed"]]
+        for rid, r in readers.items():
+            if not isinstance(r, dict) or not isinstance(r.get("session", ""), str):
+                raise ValueError(f"reader {rid!r} is malformed")
+            _offsets(f"readers[{rid!r}].segments", r.get("segments"))
+            places.append(r["segments"])
+        for place in places:
+            for k in place:
+                if k in seen:
+                    raise ValueError(f"segment {k} is in two places")
+                seen.add(k)
+        if seen != set(s["start"]):
+            raise ValueError("the segments held, unassigned and completed are not the group's")
+        for key, fields in (("checkpoints", ("known", "positions")), ("done", ("cuts",))):
+            if not isinstance(s.get(key), list):
+                raise ValueError(f"{key} is not a list")
+            for cp in s[key]:
+                if not isinstance(cp, dict) or not isinstance(cp.get("name"), str) \
+                        or not isinstance(cp.get("silent"), bool):
+                    raise ValueError(f"a {key} entry is malformed")
+                _int("checkpoint id", cp.get("id"))
+                _int("checkpoint ns", cp.get("ns"))
+                for f in fields:
+                    _offsets(f"checkpoint {f}", cp.get(f))
+                if key == "checkpoints" and not (isinstance(cp.get("pending"), list)
+                                                 and all(isinstance(x, str) for x in cp["pending"])):
+                    raise ValueError("a checkpoint's pending list is malformed")
+        return s
+    except FormatVersionError:
+        raise
+    except (ValueError, KeyError, TypeError, AttributeError, RecursionError,
+            PravegaEmbeddedError) as exc:
+        raise CorruptDataError(f"the state of reader group {name!r} in the metadata store is "
+                               f"damaged: {exc}") from None
 
 
 def dumps(s: dict[str, Any]) -> bytes:
@@ -176,7 +256,7 @@ class GroupState:
     def __init__(self, meta: Any, name: str, raw: bytes) -> None:
         self.meta = meta
         self.name = name
-        state = json.loads(raw)
+        state = parse_state(name, raw)
         self.snap: tuple[int, dict[str, Any]] = (state["revision"], state)
         self._raw = raw
         self._lock = threading.Lock()
