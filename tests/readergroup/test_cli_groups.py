@@ -229,6 +229,9 @@ def test_reset_to_checkpoint_then_info_shows_the_start_cuts(tmp_path):
     assert d["unread_bytes"]["total"] == 63  # e3..e9 again
     assert d["segments"] == {"readers": {}, "unassigned": ["a/t/0"]}
     assert f"start a/t: {cp_cut}" in rg(store, "info", "g").stdout
+    # a reset starts a new checkpoint history: the group's cuts are its new start
+    assert d["stream_cuts"] == {"a/t": cp_cut} and d["last_checkpoint"] is None
+    assert "no completed checkpoint" in fails(store, 1, "reader-group", "reset", "g", "--to-checkpoint")
     # the next reader of the group starts at the checkpoint
     assert child(store, "g", "r2", "stale", 1) == ["e3"]
     rg(store, "offline", "g", "r2")
