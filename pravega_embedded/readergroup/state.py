@@ -308,6 +308,7 @@ class GroupState:
     def mark_deleted(self) -> None:
         with self._lock:
             self.deleted = True
+            self.snap = (self.snap[0], self.snap[1])  # a new identity: readers look again
         self.resolve()
         with self.cond:
             self.cond.notify_all()

@@ -473,6 +473,19 @@ def test_group_administration_and_bad_inputs(store):
     assert g3.online_readers() == []
 
 
+def test_deleting_a_group_stops_its_readers_at_once(store):
+    write(store, "iot", "sensors", 200)
+    g = store.create_reader_group("dash", cfg("iot/sensors"))
+    r = g.create_reader("r")
+    assert r.read_next_event(0) is not None  # events are buffered now
+    store.delete_reader_group("dash")
+    with pytest.raises(errors.ReaderGroupNotFoundError):
+        r.read_next_event(0)
+    with pytest.raises(errors.ReaderClosedError):
+        r.read_next_event(0)
+    r.close()
+
+
 def test_revisions_grow_and_racing_updates_are_recomputed(store):
     """Optimistic concurrency: many threads join and checkpoint at once; every update lands."""
     g = store.create_reader_group("dash", cfg("iot/sensors", max_outstanding_checkpoints=1000))
