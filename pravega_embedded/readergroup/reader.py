@@ -297,7 +297,9 @@ class GroupReader:
             except TimeoutError:
                 pass
             return True
-        streams = [st for st in (store._streams.get(k) for k in s["config"]["streams"]) if st is not None]
+        # appends matter only on the streams of segments this reader holds; every other change
+        # (joins, releases, checkpoints) is a group-state update, which notifies gs.cond
+        streams = list({id(o[1]): o[1] for o in self._owned.values()}.values())
         versions = [st.version for st in streams]
         snap = gs.snap
         with gs.cond:
