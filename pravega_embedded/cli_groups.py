@@ -60,6 +60,8 @@ def add_parser(sub: Any, stream_arg: Callable[[str], tuple[str, str]],
     s = gsub.add_parser("offline", help="take a reader out of a group (its segments go back at its last checkpoint)")
     s.add_argument("name", metavar="NAME")
     s.add_argument("reader", metavar="READER")
+    s = gsub.add_parser("cancel-checkpoints", help="withdraw a group's outstanding checkpoints")
+    s.add_argument("name")
     s = gsub.add_parser("delete", help="delete a reader group")
     s.add_argument("name", metavar="NAME")
 
@@ -164,7 +166,8 @@ def _checkpoint(store: Any, args: argparse.Namespace) -> int:
             f"{timeout:g}s: pending reader(s): {', '.join(pending)}. A reader whose process "
             f"has gone away never answers; take it out with `reader-group offline {args.name} "
             f"{pending[0] if pending else 'READER'}`. The checkpoint stays outstanding and "
-            f"completes when those readers answer or are put offline."
+            f"completes when those readers answer or are put offline; `reader-group "
+            f"cancel-checkpoints {args.name}` withdraws it."
         )
     for cut in cp.stream_cuts.values():
         _out(cut.to_text())
@@ -204,6 +207,9 @@ def run(store: Any, args: argparse.Namespace) -> int:
         return _reset(store, args)
     elif cmd == "offline":
         store.get_reader_group(args.name).reader_offline(args.reader)
+    elif cmd == "cancel-checkpoints":
+        n = store.get_reader_group(args.name).cancel_outstanding_checkpoints()
+        print(f"cancelled {n} outstanding checkpoint(s) of reader group {args.name!r}", file=sys.stderr)
     elif cmd == "delete":
         store.delete_reader_group(args.name)
     return 0

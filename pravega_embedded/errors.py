@@ -271,4 +271,5 @@ class MaxCheckpointsExceededError(PravegaEmbeddedError, RuntimeError):
 
 
 class CheckpointFailedError(PravegaEmbeddedError, RuntimeError):
-    """The checkpoint can never complete: its reader group was reset or deleted."""
+    """The checkpoint can never complete: it was cancelled, or its reader group was reset or
+    deleted."""

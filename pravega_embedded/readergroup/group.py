@@ -274,6 +274,21 @@ class ReaderGroup:
         self._gs.update(fn)
         return self._gs.watch(CheckpointFuture(name, cid))
 
+    def cancel_outstanding_checkpoints(self) -> int:
+        """Withdraw every outstanding checkpoint (user, automatic and stream-cut ones); their
+        futures raise CheckpointFailedError and readers stop being asked. Returns how many."""
+        self._check()
+        n = 0
+
+        def fn(s: dict[str, Any]) -> bool:
+            nonlocal n
+            n = len(s["checkpoints"])
+            s["checkpoints"] = []
+            return n > 0
+
+        self._gs.update(fn)
+        return n
+
     def outstanding_checkpoints(self) -> list[str]:
         """Names of the user checkpoints not yet completed, oldest first."""
         return [c["name"] for c in self._check()["checkpoints"] if not c["silent"]]

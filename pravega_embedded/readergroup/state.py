@@ -334,7 +334,6 @@ class GroupState:
             elif cid not in outstanding or self.deleted:
                 fut = self._futures.pop(cid, None)
                 if fut is not None:
-                    why = "deleted" if self.deleted else "reset"
+                    why = "the group was deleted" if self.deleted else "it was cancelled or the group was reset"
                     fut.set_exception(CheckpointFailedError(
-                        f"checkpoint {fut.name!r} of reader group {self.name!r} cannot complete: "
-                        f"the group was {why}"))
+                        f"checkpoint {fut.name!r} of reader group {self.name!r} cannot complete: {why}"))

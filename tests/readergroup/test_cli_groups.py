@@ -186,6 +186,11 @@ def test_stale_reader_blocks_a_checkpoint_until_put_offline(tmp_path):
     assert d["outstanding_checkpoints"] == ["cp1"] and d["last_checkpoint"] is None
     assert "outstanding checkpoints: cp1" in rg(store, "info", "g").stdout
     assert "already outstanding" in fails(store, 1, "reader-group", "checkpoint", "g", "cp1", "--timeout", "0")
+    assert "cancel-checkpoints g" in err
+    cancelled = rg(store, "cancel-checkpoints", "g")
+    assert "cancelled 1 outstanding checkpoint" in cancelled.stderr
+    assert info(store, "g")["outstanding_checkpoints"] == []
+    fails(store, 1, "reader-group", "checkpoint", "g", "cp1", "--timeout", "0.1")  # r1 still listed
 
     rg(store, "offline", "g", "r1")
     d = info(store, "g")

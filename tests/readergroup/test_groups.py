@@ -341,6 +341,23 @@ def test_automatic_checkpoints_are_silent(store):
     assert g.outstanding_checkpoints() == []
 
 
+def test_cancel_outstanding_checkpoints(store):
+    write(store, "iot", "sensors", 50)
+    g = store.create_reader_group("dash", cfg("iot/sensors", max_outstanding_checkpoints=1))
+    r = g.create_reader("r")
+    a = g.initiate_checkpoint("a")
+    assert r.read_next_event(0).is_checkpoint  # a marker was handed out already
+    assert g.cancel_outstanding_checkpoints() == 1
+    with pytest.raises(errors.CheckpointFailedError, match="cancelled"):
+        a.result(timeout=1)
+    assert g.outstanding_checkpoints() == [] and g.cancel_outstanding_checkpoints() == 0
+    e = r.read_next_event(0)  # recording the cancelled checkpoint is a no-op; reading goes on
+    assert e is not None and not e.is_checkpoint
+    b = g.initiate_checkpoint("b")  # the slot is free again
+    drain([r])
+    assert b.result(timeout=1).name == "b"
+
+
 def test_checkpoint_limits_and_names(store):
     g = store.create_reader_group("dash", cfg("iot/sensors", max_outstanding_checkpoints=2))
     g.create_reader("r")
