@@ -1,4 +1,4 @@
-"""Name rules for scopes, streams and writer ids.
+"""Name rules for scopes, streams, writer ids, reader groups, reader ids and checkpoints.
 
 Owns: the validation of every user-supplied name that becomes part of a path, an LMDB key or a
 tier-2 object key.
@@ -7,7 +7,8 @@ Invariants:
   1. A valid scope or stream name matches ``[A-Za-z0-9][A-Za-z0-9.-]{0,254}``: ASCII, 1-255
      bytes, never ``.`` or ``..``, never starting with ``.``, ``-`` or ``_`` (``_`` is reserved
      for internal names), so it can never escape the store directory or a tier-2 prefix.
-  2. A writer id matches ``[A-Za-z0-9][A-Za-z0-9._:-]{0,254}``.
+  2. A writer id, reader id or checkpoint name matches ``[A-Za-z0-9][A-Za-z0-9._:-]{0,254}``;
+     a reader-group name follows the stream-name rule.
 
 Thread-safety: pure functions.
 """
@@ -18,7 +19,15 @@ import re
 
 from .errors import InvalidNameError
 
-__all__ = ["validate_scope", "validate_stream", "validate_writer_id", "stream_key"]
+__all__ = [
+    "validate_scope",
+    "validate_stream",
+    "validate_writer_id",
+    "validate_group_name",
+    "validate_reader_id",
+    "validate_checkpoint_name",
+    "stream_key",
+]
 
 _NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9.\-]{0,254}")
 _WRITER = re.compile(r"[A-Za-z0-9][A-Za-z0-9._:\-]{0,254}")
@@ -47,14 +56,28 @@ def validate_stream(name: object) -> str:
     return _check("stream", name, _NAME, _NAME_RULE)
 
 
+_ID_RULE = "use 1-255 ASCII letters, digits, '.', '_', ':' and '-', starting with a letter or digit"
+
+
 def validate_writer_id(name: object) -> str:
     """Return ``name`` if it is a valid writer id, else raise InvalidNameError."""
-    return _check(
-        "writer id",
-        name,
-        _WRITER,
-        "use 1-255 ASCII letters, digits, '.', '_', ':' and '-', starting with a letter or digit",
-    )
+    return _check("writer id", name, _WRITER, _ID_RULE)
+
+
+def validate_group_name(name: object) -> str:
+    """Return ``name`` if it is a valid reader-group name (the stream-name rule)."""
+    return _check("reader group", name, _NAME, _NAME_RULE)
+
+
+def validate_reader_id(name: object) -> str:
+    """Return ``name`` if it is a valid reader id (the writer-id rule)."""
+    return _check("reader id", name, _WRITER, _ID_RULE)
+
+
+def validate_checkpoint_name(name: object) -> str:
+    """Return ``name`` if it is a valid checkpoint name (the writer-id rule; names starting
+    with '_' are the store's own)."""
+    return _check("checkpoint", name, _WRITER, _ID_RULE)
 
 
 def stream_key(scope: str, stream: str) -> str:

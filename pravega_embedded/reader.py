@@ -36,7 +36,7 @@ from .events import EventRead
 from .frames import FrameParser
 from .serializers import resolve
 
-__all__ = ["EventStreamReader", "Slice", "SegmentSource"]
+__all__ = ["EventStreamReader", "Slice", "SegmentSource", "deadline_of"]
 
 _new = tuple.__new__
 
@@ -73,6 +73,16 @@ def events_from(data: bytes, base: int, sid: int, names: tuple[str, str], ser: A
         de = ser.deserialize
         out = [_new(ER, (de(e[0]),) + e[1:]) for e in out]
     return out
+
+
+def deadline_of(timeout: Any) -> float | None:
+    """The monotonic deadline of a read ``timeout`` (None: no deadline); a timeout that is not a
+    number raises InvalidConfigurationError."""
+    if timeout is None:
+        return None
+    if isinstance(timeout, bool) or not isinstance(timeout, (int, float)):
+        raise InvalidConfigurationError(f"timeout must be a number of seconds or None, got {timeout!r}")
+    return time.monotonic() + max(0.0, timeout)
 
 
 class SegmentSource:
@@ -215,9 +225,7 @@ class EventStreamReader:
 
     def _next_slow(self, timeout: float | None) -> EventRead | None:
         st, store = self._st, self._store
-        if timeout is not None and (isinstance(timeout, bool) or not isinstance(timeout, (int, float))):
-            raise InvalidConfigurationError(f"timeout must be a number of seconds or None, got {timeout!r}")
-        deadline = None if timeout is None else time.monotonic() + max(0.0, timeout)
+        deadline = deadline_of(timeout)
         while True:
             if self._closed:
                 raise ReaderClosedError(f"reader of {st.key} is closed")

@@ -15,11 +15,10 @@ Thread-safety: immutable values, safe to share.
 
 from __future__ import annotations
 
-import re
 from dataclasses import dataclass, field, replace
 from typing import Any, Iterable, Mapping
 
-from ..errors import InvalidConfigurationError, InvalidNameError, InvalidStreamCutError
+from ..errors import InvalidConfigurationError, InvalidStreamCutError
 from ..names import validate_scope, validate_stream
 from ..streamcut import StreamCut, format_segment_id
 
@@ -28,42 +27,9 @@ __all__ = [
     "Checkpoint",
     "Position",
     "SegmentDistribution",
-    "validate_group_name",
-    "validate_reader_id",
-    "validate_checkpoint_name",
     "seg_key",
     "split_seg_key",
 ]
-
-_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9.\-]{0,254}")
-_ID = re.compile(r"[A-Za-z0-9][A-Za-z0-9._:\-]{0,254}")
-
-
-def _check(kind: str, name: object, pattern: re.Pattern[str], rule: str) -> str:
-    if not isinstance(name, str):
-        raise InvalidNameError(f"{kind} must be a str, not {type(name).__name__}: {name!r}")
-    if pattern.fullmatch(name) is None:
-        raise InvalidNameError(f"invalid {kind} {name!r}: {rule}")
-    return name
-
-
-def validate_group_name(name: object) -> str:
-    """A reader-group name follows the stream-name rule."""
-    return _check("reader group name", name, _NAME,
-                  "use 1-255 ASCII letters, digits, '.' and '-', starting with a letter or digit")
-
-
-def validate_reader_id(name: object) -> str:
-    """A reader id follows the writer-id rule."""
-    return _check("reader id", name, _ID, "use 1-255 ASCII letters, digits, '.', '_', ':' and "
-                  "'-', starting with a letter or digit")
-
-
-def validate_checkpoint_name(name: object) -> str:
-    """A checkpoint name follows the writer-id rule (names starting with '_' are internal)."""
-    return _check("checkpoint name", name, _ID, "use 1-255 ASCII letters, digits, '.', '_', ':' "
-                  "and '-', starting with a letter or digit")
-
 
 def seg_key(stream_key: str, sid: int) -> str:
     return f"{stream_key}/{sid}"

@@ -35,6 +35,7 @@ from ..errors import (
     ReaderNotFoundError,
     TruncatedDataError,
 )
+from ..names import validate_checkpoint_name, validate_group_name, validate_reader_id
 from ..reader import SegmentSource
 from ..streamcut import StreamCut, format_segment_id
 from .config import (
@@ -44,17 +45,14 @@ from .config import (
     SegmentDistribution,
     seg_key,
     split_seg_key,
-    validate_checkpoint_name,
-    validate_group_name,
-    validate_reader_id,
 )
 from .reader import GroupReader
 from .state import (
     CheckpointFuture,
     GroupState,
-    dumps,
     begin_checkpoint,
     checkpoint_from,
+    dumps,
     new_state,
     remove_reader,
 )

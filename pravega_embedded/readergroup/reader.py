@@ -37,7 +37,6 @@ import uuid
 from typing import Any, Iterator
 
 from ..errors import (
-    InvalidConfigurationError,
     ReaderClosedError,
     ReaderGroupNotFoundError,
     ReaderNotInGroupError,
@@ -49,7 +48,7 @@ from ..errors import (
 )
 from ..events import EventRead
 from ..frames import FrameParser
-from ..reader import SegmentSource, events_from
+from ..reader import SegmentSource, deadline_of, events_from
 from ..serializers import resolve
 from . import assignment
 from .config import Position, split_seg_key
@@ -202,10 +201,8 @@ class GroupReader:
         raise exc
 
     def _slow(self, timeout: float | None) -> EventRead | None:
-        if timeout is not None and (isinstance(timeout, bool) or not isinstance(timeout, (int, float))):
-            raise InvalidConfigurationError(f"timeout must be a number of seconds or None, got {timeout!r}")
         store, gs = self._store, self._gs
-        deadline = None if timeout is None else time.monotonic() + max(0.0, timeout)
+        deadline = deadline_of(timeout)
         while True:
             if self._closed:
                 raise ReaderClosedError(f"reader {self.reader_id!r} of group {self.group_name!r} is closed")
