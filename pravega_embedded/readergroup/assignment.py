@@ -9,7 +9,8 @@ segments. Each reader applies the rule to the freshest state whenever the state 
 
   1. holding more than ``hi``: release the excess;
   2. holding more than ``lo`` while the other readers below ``lo`` need more segments than are
-     unassigned: release what they lack (at most down to ``lo``);
+     unassigned or about to be (the excess other readers hold above ``hi``, which rule 1 makes
+     them release): release what is still lacking (at most down to ``lo``);
   3. holding fewer than ``lo``: acquire up to ``lo`` from the unassigned segments;
   4. then, holding fewer than ``hi``: acquire one more only from unassigned segments that no
      reader below ``lo`` needs.
@@ -17,9 +18,11 @@ segments. Each reader applies the rule to the freshest state whenever the state 
 Invariants:
   1. At a fixed point every reader holds ``lo`` or ``hi`` segments and nothing is unassigned
      (when ``R >= 1``); at most ``T % R`` readers hold ``hi``.
-  2. The rule never moves a segment between two readers directly: a release puts it in
+  2. A segment is released only when no other supply covers the readers below ``lo``, so a
+     join moves each segment once (no release that is then taken back).
+  3. The rule never moves a segment between two readers directly: a release puts it in
      ``unassigned`` at the releasing reader's position, an acquire takes it from there.
-  3. Choices are deterministic (sorted keys): released are the reader's last segments in key
+  4. Choices are deterministic (sorted keys): released are the reader's last segments in key
      order, acquired the first unassigned ones.
 
 Thread-safety: pure functions.
@@ -49,8 +52,9 @@ def plan(s: dict[str, Any], rid: str) -> tuple[list[str], list[str]]:
     deficit = sum(max(0, lo - c) for r, c in held.items() if r != rid)
     if h > hi:
         return mine[hi:], []
-    if h > lo and deficit > len(unassigned):
-        k = min(h - lo, deficit - len(unassigned))
+    coming = len(unassigned) + sum(max(0, c - hi) for r, c in held.items() if r != rid)
+    if h > lo and deficit > coming:
+        k = min(h - lo, deficit - coming)
         return mine[h - k:], []
     take = min(max(0, lo - h), len(unassigned))
     spare = len(unassigned) - take - deficit
