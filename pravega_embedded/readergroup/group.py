@@ -33,9 +33,16 @@ from ..errors import (
     ReaderGroupExistsError,
     ReaderGroupNotFoundError,
     ReaderNotFoundError,
+    StreamNotFoundError,
     TruncatedDataError,
 )
-from ..names import validate_checkpoint_name, validate_group_name, validate_reader_id
+from ..names import (
+    validate_checkpoint_name,
+    validate_group_name,
+    validate_reader_id,
+    validate_scope,
+    validate_stream,
+)
 from ..reader import SegmentSource
 from ..streamcut import StreamCut, format_segment_id
 from .config import (
@@ -361,7 +368,13 @@ class ReaderGroup:
         all its streams or one. Positions are the readers' fetch positions (events fetched but
         not yet returned count as read), or for segments no reader holds, the group's offsets."""
         s = self._check()
-        only = None if scope is None else f"{scope}/{stream}"
+        only = None
+        if scope is not None or stream is not None:
+            if scope is None or stream is None:
+                raise InvalidConfigurationError("unread_bytes takes both scope and stream, or neither")
+            only = f"{validate_scope(scope)}/{validate_stream(stream)}"
+            if only not in s["config"]["streams"]:
+                raise StreamNotFoundError(f"reader group {self.name!r} does not read {only}")
         synced = self._store._journal.synced()
         total = 0
         for k, off in self._positions(s).items():

@@ -287,6 +287,12 @@ def test_lag_figures(store):
     assert g.unread_bytes() == 0
     write(store, "iot", "sensors", 10, start=100)
     assert g.unread_bytes("iot", "sensors") > 0 and g.unread_bytes("iot", "other") == 0
+    with pytest.raises(errors.InvalidConfigurationError):
+        g.unread_bytes("iot")
+    with pytest.raises(errors.StreamNotFoundError):
+        g.unread_bytes("iot", "elsewhere")
+    with pytest.raises(errors.InvalidNameError):
+        g.unread_bytes("iot", "bad/name")
 
 
 def test_generate_stream_cuts_from_reader_threads(store):
