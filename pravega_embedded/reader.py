@@ -187,7 +187,8 @@ class EventStreamReader:
     """A standalone reader of one stream: ``read_next_event(timeout)`` -> EventRead or None.
 
     Reads every segment from the start cut (default: the head) to the end cut (default: none,
-    follow the tail). Per routing key, events come in write order.
+    follow the tail). A segment is read only once all its predecessors are read completely, so
+    per routing key, events come in write order across any number of scalings.
     """
 
     def __init__(self, store: Any, st: Any, start: dict[int, int] | None, end: dict[int, int] | None,
@@ -196,24 +197,66 @@ class EventStreamReader:
         self._st = st
         self.scope, self.stream = st.scope, st.name
         self._ser = resolve(serializer)
-        segs = [st.segments[sid] for sid in sorted(st.segments)]
-        self._sources = [SegmentSource(store, s) for s in segs]
-        self._pos = []
-        for s in segs:
-            head = st.head.get(s.segment_id, 0)
-            p = head if start is None else start[s.segment_id]
-            if p < head:
-                raise TruncatedDataError(
-                    f"start offset {p} of segment {s.name} is before the stream's head ({head})"
-                )
-            self._pos.append(p)
-        self._end = [None if end is None else end[s.segment_id] for s in segs]
-        if end is not None and any(p > e for p, e in zip(self._pos, self._end)):
+        self._bounded = end is not None
+        self._src: dict[int, SegmentSource] = {}
+        self._pos: dict[int, int] = {}
+        self._end: dict[int, int | None] = {}
+        self._active: list[int] = []  # reached (every predecessor read) and not completed
+        self._completed: set[int] = set()
+        self._topology = -1
+        self._start = start
+        self._endmap = end
+        self._adopt()
+        if end is not None and any(
+            e is not None and self._pos[sid] > e for sid, e in self._end.items()
+        ):
             raise InvalidStreamCutError(f"the end cut of {st.key} is before the start cut")
         self._frames = FrameParser()
         self._it: Iterator[EventRead] = iter(())
         self._rr = 0
         self._closed = False
+
+    def _adopt(self) -> None:
+        """Take in segments created since the last look (all of them at creation)."""
+        st = self._st
+        self._topology = st.topology
+        segs = dict(st.segments)
+        fresh = sorted(sid for sid in segs if sid not in self._src)
+        if not fresh:
+            return
+        for sid in fresh:
+            seg = segs[sid]
+            head = st.head.get(sid, 0)
+            p = head if self._start is None else self._start.get(sid, 0)
+            if p < head and self._start is not None and sid in self._start:
+                raise TruncatedDataError(
+                    f"start offset {p} of segment {seg.name} is before the stream's head ({head})"
+                )
+            self._src[sid] = SegmentSource(self._store, seg)
+            self._pos[sid] = p
+            self._end[sid] = None if self._endmap is None else self._endmap.get(sid, 0)
+        for sid in fresh:  # ascending id is a topological order (topology invariant 1)
+            self._reach(sid)
+
+    def _reach(self, sid: int) -> None:
+        """Activate ``sid`` if every predecessor is completed; complete it at once if it is
+        already read to its end and scaled away."""
+        if sid in self._completed or sid in self._active:
+            return
+        seg = self._src[sid].seg
+        if not all(p in self._completed for p in seg.preds):
+            return
+        self._active.append(sid)
+        self._active.sort()
+        if seg.sealed and seg.succs and self._pos[sid] >= seg.length:
+            self._complete(sid)
+
+    def _complete(self, sid: int) -> None:
+        self._active.remove(sid)
+        self._completed.add(sid)
+        for t in self._src[sid].seg.succs:
+            if t in self._src:
+                self._reach(t)
 
     def read_next_event(self, timeout: float | None = None) -> EventRead | None:
         """The next event, or None when ``timeout`` seconds pass without one or the end is
@@ -222,6 +265,29 @@ class EventStreamReader:
             return next(self._it)
         except StopIteration:
             return self._next_slow(timeout)
+
+    def _skip_truncated(self) -> None:
+        """Move every active segment whose position was truncated away to the head; raise
+        TruncatedDataError once if any moved (the next call goes on from the head)."""
+        st = self._st
+        moved = []
+        changed = True
+        while changed:
+            changed = False
+            for sid in list(self._active):
+                head = st.head.get(sid, 0)
+                if self._pos[sid] < head:
+                    moved.append(f"{self._src[sid].seg.name} at {self._pos[sid]} (head {head})")
+                    self._pos[sid] = head
+                    seg = self._src[sid].seg
+                    if seg.sealed and seg.succs and head >= seg.length:
+                        self._complete(sid)
+                        changed = True
+        if moved:
+            raise TruncatedDataError(
+                f"reader of {st.key}: truncated data skipped in {', '.join(moved)}; the reader "
+                f"continues from the stream's head"
+            )
 
     def _next_slow(self, timeout: float | None) -> EventRead | None:
         st, store = self._st, self._store
@@ -234,24 +300,27 @@ class EventStreamReader:
             if st.deleted:
                 raise StreamNotFoundError(f"stream {st.key} was deleted")
             version = st.version
+            if st.topology != self._topology:
+                self._adopt()
+            self._skip_truncated()
             synced = store._journal.synced()
-            n = len(self._sources)
             unsynced = False
             done = True
+            progressed = False
+            active = self._active
+            n = len(active)
             for k in range(n):
-                i = (self._rr + k) % n
-                src, pos, end = self._sources[i], self._pos[i], self._end[i]
-                head = st.head.get(src.seg.segment_id, 0)
-                if pos < head:  # truncated away under this reader: say so once, go on at the head
-                    self._pos[i] = head
-                    raise TruncatedDataError(
-                        f"offset {pos} of segment {src.seg.name} was truncated; the reader "
-                        f"continues from the stream's head ({head})"
-                    )
-                length = src.seg.length
-                limit = length if end is None else min(end, length)
-                if not ((end is not None and pos >= end) or (src.seg.sealed and pos >= length)):
+                sid = active[(self._rr + k) % n]
+                src, pos, end = self._src[sid], self._pos[sid], self._end[sid]
+                seg = src.seg
+                length = seg.length
+                if seg.sealed and pos >= length and seg.succs and (end is None or end >= length):
+                    self._complete(sid)  # scaled away and read: its successors take over
+                    progressed = True
+                    break
+                if not ((end is not None and pos >= end) or (st.sealed and seg.sealed and pos >= length)):
                     done = False
+                limit = length if end is None else min(end, length)
                 if pos >= limit:
                     continue
                 visible = src.visible_length(synced)
@@ -259,13 +328,14 @@ class EventStreamReader:
                     unsynced = True
                     continue
                 data, stop = src.read(pos, min(limit, visible))
-                seg = src.seg
                 evs = events_from(data, pos, seg.segment_id, st.names, self._ser, self._frames,
                                   f"read of {seg.name}")
-                self._pos[i] = stop
-                self._rr = (i + 1) % n
+                self._pos[sid] = stop
+                self._rr = (self._rr + k + 1) % n
                 self._it = iter(evs)
                 return next(self._it)
+            if progressed:
+                continue
             if done:
                 return None
             remaining = None if deadline is None else deadline - time.monotonic()
@@ -297,14 +367,14 @@ class EventStreamReader:
     def position(self) -> Any:
         """The StreamCut just after the last event returned."""
         from .streamcut import StreamCut
+        from .topology import frontier
         pending = list(self._it)
         self._it = iter(pending)
-        pos = list(self._pos)
+        pos = dict(self._pos)
         for ev in pending:  # events fetched but not yet returned
-            i = next(j for j, s in enumerate(self._sources) if s.seg.segment_id == ev.segment_id)
-            pos[i] = min(pos[i], ev.offset)
-        return StreamCut.of(self.scope, self.stream,
-                            {s.seg.segment_id: p for s, p in zip(self._sources, pos)})
+            pos[ev.segment_id] = min(pos[ev.segment_id], ev.offset)
+        segs = {sid: src.seg for sid, src in self._src.items()}
+        return StreamCut.of(self.scope, self.stream, frontier(segs, pos))
 
     def close(self) -> None:
         """Idempotent; wakes a read blocked in another thread (it raises ReaderClosedError)."""
@@ -332,24 +402,25 @@ class Slice:
         self._store, self._st = store, st
         self._ser = resolve(serializer)
         synced = store._journal.synced()
+        segs = dict(st.segments)
         if end is not None and any(
-            end[sid] > SegmentSource(store, seg).visible_length(synced)
-            for sid, seg in st.segments.items()
+            end.get(sid, 0) > SegmentSource(store, seg).visible_length(synced)
+            for sid, seg in segs.items()
         ):
             # the end names data not yet durable: wait for it (raises if the journal failed)
             store._journal.sync(store._journal.state()[0], None, what=f"slice of {st.key}")
             synced = store._journal.synced()
         self._ranges = []
-        for sid in sorted(st.segments):
-            seg = st.segments[sid]
+        for sid in sorted(segs):  # ascending id: predecessors before successors
+            seg = segs[sid]
             src = SegmentSource(store, seg)
             head = st.head.get(sid, 0)
-            lo = head if start is None else start[sid]
+            lo = head if start is None else start.get(sid, 0)
             if lo < head:
                 raise TruncatedDataError(
                     f"start offset {lo} of segment {seg.name} is before the stream's head ({head})"
                 )
-            hi = src.visible_length(synced) if end is None else end[sid]
+            hi = src.visible_length(synced) if end is None else end.get(sid, 0)
             if hi < lo:
                 raise InvalidStreamCutError(f"slice of {st.key}: end is before start in {seg.name}")
             self._ranges.append((src, lo, hi))

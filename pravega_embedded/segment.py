@@ -11,6 +11,9 @@ Invariants:
      ``data`` is the section's framed bytes while cached, else None; ``persisted`` is True once
      the entry is in the LMDB index. Entries are dropped only when both evicted and persisted.
   3. Segment id = ``epoch << 32 | number``; ``uid`` is the store-wide number used in the journal.
+  4. ``preds``/``succs`` link the segments of a stream across scalings: a scale seals segments
+     (``sealed_epoch`` = the new epoch) and creates successors whose key ranges cover exactly
+     the sealed ranges; a successor's ``preds`` are the sealed segments its range overlaps.
 
 Thread-safety: ``length``/``sealed`` are written by the store under its append lock; the index
 lists are read and written under the store's index lock (``Store._index_lock``).
@@ -37,6 +40,9 @@ class SegmentInfo:
     head: int
     length: int
     sealed: bool
+    predecessors: tuple[int, ...] = ()
+    successors: tuple[int, ...] = ()
+    created_ns: int = 0
 
     @property
     def number(self) -> int:
@@ -50,16 +56,24 @@ class SegmentInfo:
 class Segment:
     """Mutable state of one segment (see the module invariants)."""
 
-    __slots__ = ("uid", "segment_id", "low", "high", "length", "sealed", "starts", "entries", "stream")
+    __slots__ = ("uid", "segment_id", "low", "high", "length", "sealed", "starts", "entries", "stream",
+                 "preds", "succs", "sealed_epoch", "created_ns", "events_in", "bytes_in")
 
     def __init__(self, uid: int, segment_id: int, low: float, high: float, length: int,
-                 sealed: bool, stream: Any) -> None:
+                 sealed: bool, stream: Any, *, preds: tuple[int, ...] = (),
+                 sealed_epoch: int | None = None, created_ns: int = 0) -> None:
         self.uid = uid
         self.segment_id = segment_id
         self.low = low
         self.high = high
         self.length = length
         self.sealed = sealed
+        self.preds = preds  # segment ids of the predecessors (sealed by the scale that made this)
+        self.succs: tuple[int, ...] = ()  # filled in when this segment is scaled away
+        self.sealed_epoch = sealed_epoch  # the epoch whose scale sealed it (None: not scaled away)
+        self.created_ns = created_ns
+        self.events_in = 0  # appended events and bytes, sampled by the auto-scaler
+        self.bytes_in = 0
         self.starts: list[int] = []
         self.entries: list[list[Any]] = []
         self.stream = stream
@@ -96,5 +110,12 @@ class Segment:
     def info(self, head: int) -> SegmentInfo:
         return SegmentInfo(
             segment_id=self.segment_id, key_low=self.low, key_high=self.high, head=head,
-            length=self.length, sealed=self.sealed,
+            length=self.length, sealed=self.sealed, predecessors=self.preds,
+            successors=self.succs, created_ns=self.created_ns,
         )
+
+    def record(self) -> dict[str, Any]:
+        """The segment's record in the metadata store (docs/format.md, "segments")."""
+        return {"stream": self.stream.key, "id": self.segment_id, "low": self.low, "high": self.high,
+                "sealed": self.sealed, "preds": list(self.preds), "sealed_epoch": self.sealed_epoch,
+                "created_ns": self.created_ns}

@@ -60,10 +60,13 @@ from .journal import DURABILITY_MODES, Journal
 from .metadata import Metadata
 from .names import validate_scope, validate_stream, validate_writer_id
 from .reader import EventStreamReader, SegmentSource, Slice
-from .routing import equal_ranges
+from .routing import equal_ranges, key_point, owner_index
 from .segment import Segment
 from .stream import StreamInfo, StreamState
 from .streamcut import StreamCut, segment_id
+from .topology import check_cut, upper_bound
+from .scaling import DEFAULT_WINDOWS, AutoScaler, commit_scale, rescale_ranges
+from .watch import SegmentCountChange, SegmentWatcher
 from .writer import MAX_BATCH_BYTES, EventStreamWriter
 
 __all__ = ["Store", "open", "open_temporary", "register_service"]
@@ -84,18 +87,46 @@ _NO_KEY = lib.PE_NO_KEY
 _new_uncleared = ffi.new_allocator(should_clear_after_alloc=False)
 
 
+def _reroute(st: StreamState, by_seg: dict[Segment, list[tuple[bytes | None, list[bytes]]]]
+             ) -> dict[Segment, list[tuple[bytes | None, list[bytes]]]]:
+    """Move the groups of sealed segments to the open segments now owning their keys (keyless
+    groups spread over them)."""
+    lows, open_segs = st.routing
+    out: dict[Segment, list[tuple[bytes | None, list[bytes]]]] = {}
+    spread = 0
+    for seg, glist in by_seg.items():
+        for kb, lst in glist:
+            if not seg.sealed:
+                target = seg
+            elif kb is None:
+                target = open_segs[spread % len(open_segs)]
+                spread += 1
+            else:
+                target = open_segs[owner_index(lows, key_point(kb.decode("utf-8")))]
+            out.setdefault(target, []).append((kb, lst))
+    return out
+
+
 class Store:
     """An open store. Use :func:`open` (or ``with pe.open(path) as store``)."""
 
     def __init__(self, path: str, durability: str = "fsync", *, roll_bytes: int = 64 << 20,
                  tail_cache_bytes: int = 64 << 20, checkpoint_interval: float = 1.0,
-                 map_size: int = 1 << 32, _temporary: bool = False) -> None:
+                 map_size: int = 1 << 32, scale_windows: tuple[float, ...] = DEFAULT_WINDOWS,
+                 scale_cooldown: float = 600.0, maintenance_interval: float = 10.0,
+                 retention_interval: float = 60.0, _temporary: bool = False) -> None:
         if durability not in DURABILITY_MODES:
             raise InvalidConfigurationError(
                 f"durability must be one of {sorted(DURABILITY_MODES)}, got {durability!r}"
             )
         if not isinstance(roll_bytes, int) or roll_bytes < (1 << 20):
             raise InvalidConfigurationError(f"roll_bytes must be an int >= 1 MiB, got {roll_bytes!r}")
+        for what, x in (("maintenance_interval", maintenance_interval), ("retention_interval", retention_interval)):
+            if isinstance(x, bool) or not isinstance(x, (int, float)) or not 0 < x <= 86400:
+                raise InvalidConfigurationError(f"{what} must be seconds in (0, 86400], got {x!r}")
+        self._autoscaler = AutoScaler(self, scale_windows, scale_cooldown)
+        self.maintenance_interval = float(maintenance_interval)
+        self.retention_interval = float(retention_interval)
         self.path = os.path.abspath(os.fspath(path))
         self.durability = durability
         self._temporary = _temporary
@@ -168,22 +199,31 @@ class Store:
         self._linger_wake = threading.Event()
         self._linger_thread = threading.Thread(target=self._linger_loop, name="pe-linger", daemon=True)
         self._ckpt_thread = threading.Thread(target=self._checkpoint_loop, name="pe-checkpoint", daemon=True)
+        self._maint_thread = threading.Thread(target=self._maintenance_loop, name="pe-maintenance", daemon=True)
         self._linger_thread.start()
         self._ckpt_thread.start()
+        self._maint_thread.start()
 
     def _load_topology(self) -> None:
         for key, rec in self._meta.streams():
             scope, name = key.split("/", 1)
+            epochs = [(int(e), int(t)) for e, t in rec.get("epochs", [(0, rec["created_ns"])])]
             st = StreamState(scope, name, StreamConfiguration.from_json(rec["config"]),
-                             rec["created_ns"], rec["sealed"], {int(k): v for k, v in rec["head"].items()})
+                             rec["created_ns"], rec["sealed"], {int(k): v for k, v in rec["head"].items()},
+                             epochs, rec.get("next_number", 0))
             self._streams[key] = st
-        for uid, rec, length in self._meta.segments():
+        for uid, rec, length in sorted(self._meta.segments(), key=lambda x: x[1]["id"]):
             st = self._streams.get(rec["stream"])
             if st is None:
                 continue
-            seg = Segment(uid, rec["id"], rec["low"], rec["high"], length, rec["sealed"], st)
+            seg = Segment(uid, rec["id"], rec["low"], rec["high"], length, rec["sealed"], st,
+                          preds=tuple(rec.get("preds", ())), sealed_epoch=rec.get("sealed_epoch"),
+                          created_ns=rec.get("created_ns", st.created_ns))
             st.add_segment(seg)
             self._seg_by_uid[uid] = seg
+        for st in self._streams.values():
+            if not st.next_number:
+                st.next_number = max((sid & 0xFFFFFFFF for sid in st.segments), default=-1) + 1
 
     def _replay(self, records: list[Any]) -> None:
         """Apply journal records after the last checkpoint (metadata invariant 1)."""
@@ -224,6 +264,11 @@ class Store:
                 raise ScopeNotFoundError(f"scope {scope!r} does not exist")
             raise StreamNotFoundError(f"stream {scope}/{stream} does not exist")
         return st
+
+    def _segments_of(self, stream_key: str) -> dict[int, Segment] | None:
+        """A snapshot of a stream's segments by id (None if the stream does not exist)."""
+        st = self._streams.get(stream_key)
+        return None if st is None else dict(st.segments)
 
     def _sync_all(self, what: str) -> None:
         """Invariant 3: make everything written durable before a topology commit (every mode)."""
@@ -281,22 +326,16 @@ class Store:
                 if not self._meta.has_scope(scope, txn):
                     raise ScopeNotFoundError(f"scope {scope!r} does not exist (create_scope first)")
                 uids = self._meta.allocate_uids(txn, n)
-                st = StreamState(scope, stream, config, now, False, {})
+                st = StreamState(scope, stream, config, now, False, {}, None, n)
                 for i, (uid, (low, high)) in enumerate(zip(uids, equal_ranges(n))):
-                    seg = Segment(uid, segment_id(i, 0), low, high, 0, False, st)
-                    self._meta.put_segment(txn, uid, {"stream": key, "id": seg.segment_id,
-                                                      "low": low, "high": high, "sealed": False})
+                    seg = Segment(uid, segment_id(i, 0), low, high, 0, False, st, created_ns=now)
+                    self._meta.put_segment(txn, uid, seg.record())
                     st.add_segment(seg)
-                self._meta.put_stream(txn, key, self._stream_record(st))
+                self._meta.put_stream(txn, key, st.record())
             self._streams[key] = st
             for seg in st.segments.values():
                 self._seg_by_uid[seg.uid] = seg
         return True
-
-    @staticmethod
-    def _stream_record(st: StreamState) -> dict[str, Any]:
-        return {"config": st.config.to_json(), "created_ns": st.created_ns, "sealed": st.sealed,
-                "head": {str(k): v for k, v in st.head.items()}}
 
     def list_streams(self, scope: str) -> list[str]:
         validate_scope(scope)
@@ -325,9 +364,8 @@ class Store:
             self._sync_all(f"seal {st.key}")
             with self._meta.write() as txn:
                 for seg in st.segments.values():
-                    self._meta.put_segment(txn, seg.uid, {"stream": st.key, "id": seg.segment_id,
-                                                          "low": seg.low, "high": seg.high, "sealed": True})
-                self._meta.put_stream(txn, st.key, self._stream_record(st))
+                    self._meta.put_segment(txn, seg.uid, seg.record())
+                self._meta.put_stream(txn, st.key, st.record())
             st.notify()
 
     def delete_stream(self, scope: str, stream: str) -> None:
@@ -350,6 +388,82 @@ class Store:
                     self._dirty_writers.pop(wk, None)
             st.notify()
 
+    # ------------------------------------------------------------------ scaling
+    def scale_stream(self, scope: str, stream: str, seal: list[int],
+                     new_ranges: list[tuple[float, float]]) -> list[int]:
+        """Seal the open segments ``seal`` and create successors owning ``new_ranges``, which
+        must cover exactly the sealed key ranges, atomically (one new epoch). Writers move to
+        the successors by themselves; readers read a successor only after its predecessors.
+        Returns the new segment ids in key order."""
+        with self._lock:
+            st = self._stream(scope, stream)
+            return commit_scale(self, st, list(seal) if isinstance(seal, (list, tuple)) else seal,
+                                new_ranges)
+
+    def update_stream(self, scope: str, stream: str, config: StreamConfiguration) -> None:
+        """Change a stream's scaling and retention policies. A fixed count different from the
+        current one (or a rate policy's min_segments above it) rescales the stream into equal
+        key ranges at once."""
+        if not isinstance(config, StreamConfiguration):
+            raise InvalidConfigurationError(f"config must be a StreamConfiguration, got {config!r}")
+        with self._lock:
+            st = self._stream(scope, stream)
+            n = len(st.open_segments)
+            policy = config.scaling
+            plan = None
+            if policy.kind == "fixed" and not st.sealed:
+                plan = rescale_ranges(st, policy.min_segments)
+            elif n < policy.min_segments and not st.sealed:
+                plan = rescale_ranges(st, policy.min_segments)
+            old = st.config
+            st.config = config
+            try:
+                if plan is not None:
+                    commit_scale(self, st, plan[0], plan[1])  # writes the stream record too
+                else:
+                    with self._meta.write() as txn:
+                        self._meta.put_stream(txn, st.key, st.record())
+            except BaseException:
+                st.config = old
+                raise
+
+    def watch_segments(self, scope: str, stream: str,
+                       callback: Callable[[SegmentCountChange], Any] | None = None, *,
+                       initial: bool = True) -> SegmentWatcher:
+        """Watch a stream's scalings: iterate the returned watcher (or pass ``callback``, run
+        on the watcher's own thread) to get a SegmentCountChange per scaling; with ``initial``
+        the current epoch comes first. Close the watcher to stop."""
+        if callback is not None and not callable(callback):
+            raise InvalidConfigurationError(f"callback must be callable, got {callback!r}")
+        with self._lock:
+            st = self._stream(scope, stream)
+
+            def drop(w: SegmentWatcher) -> None:
+                with self._lock:
+                    if w in st.scale_watchers:
+                        st.scale_watchers.remove(w)
+
+            w = SegmentWatcher(st.scope, st.name, callback, drop)
+            if initial:
+                w.publish(self._change(st, len(st.open_segments)))
+            st.scale_watchers.append(w)
+        w._start()
+        return w
+
+    def _change(self, st: StreamState, previous: int) -> SegmentCountChange:
+        epoch, ns = st.epochs[-1]
+        return SegmentCountChange(scope=st.scope, stream=st.name, epoch=epoch, time_ns=ns,
+                                  segment_count=len(st.open_segments), previous_count=previous,
+                                  segment_ids=tuple(s.segment_id for s in st.open_segments))
+
+    def _scaled(self, st: StreamState) -> None:
+        """After a committed scaling (store lock held): tell the stream's watchers."""
+        if st.scale_watchers:
+            prev = len(st.history()[-2].segments) if len(st.epochs) > 1 else 0
+            change = self._change(st, prev)
+            for w in list(st.scale_watchers):
+                w.publish(change)
+
     def truncate_stream(self, scope: str, stream: str, cut: StreamCut) -> None:
         """Make ``cut`` the stream's head: data before it is no longer readable."""
         with self._lock:
@@ -358,12 +472,12 @@ class Store:
             if positions is None:
                 return
             self._sync_all(f"truncate {st.key}")
-            head = {sid: max(st.head.get(sid, 0), off) for sid, off in positions.items()}
+            head = upper_bound(st.full_head(), positions)
             with self._meta.write() as txn:
                 old = st.head
                 st.head = head
                 try:
-                    self._meta.put_stream(txn, st.key, self._stream_record(st))
+                    self._meta.put_stream(txn, st.key, st.record())
                 except BaseException:
                     st.head = old
                     raise
@@ -380,21 +494,12 @@ class Store:
             raise InvalidStreamCutError(
                 f"{what}: the StreamCut is of {cut.scope}/{cut.stream}, not of {st.key}"
             )
-        positions = cut.as_dict()
-        if set(positions) != set(st.segments):
-            raise InvalidStreamCutError(
-                f"{what}: the StreamCut names segments {sorted(positions)} but {st.key} has "
-                f"{sorted(st.segments)}"
-            )
-        for sid, off in positions.items():
-            seg = st.segments[sid]
-            if off > seg.length:
-                raise InvalidStreamCutError(
-                    f"{what}: offset {off} is beyond the end ({seg.length}) of segment {seg.name}"
-                )
-            if check_boundaries:
-                SegmentSource(self, seg).check_boundary(off, what)
-        return positions
+        named = cut.as_dict()
+        full = check_cut(dict(st.segments), named, what, st.key)
+        if check_boundaries:
+            for sid, off in named.items():
+                SegmentSource(self, st.segments[sid]).check_boundary(off, what)
+        return full
 
     # ------------------------------------------------------------------ writers and readers
     def create_writer(self, scope: str, stream: str, writer_id: str | None = None, *,
@@ -490,6 +595,14 @@ class Store:
     # ------------------------------------------------------------------ the append path
     def _append_events(self, st: StreamState, wid: bytes, first: int, last: int,
                        by_seg: dict[Segment, list[tuple[bytes | None, list[bytes]]]]) -> int:
+        while True:
+            end = self._try_append(st, wid, first, last, by_seg)
+            if end is not None:
+                return end
+            by_seg = _reroute(st, by_seg)  # a scaling sealed a target meanwhile (writer invariant 5)
+
+    def _try_append(self, st: StreamState, wid: bytes, first: int, last: int,
+                    by_seg: dict[Segment, list[tuple[bytes | None, list[bytes]]]]) -> int | None:
         nsec = len(by_seg)
         ngroups = sum(map(len, by_seg.values()))
         sections = ffi.new("pe_section[]", nsec)
@@ -527,7 +640,9 @@ class Store:
                 raise StreamNotFoundError(f"stream {st.key} was deleted")
             for si, seg in enumerate(segs):
                 if seg.sealed:
-                    raise StreamSealedError(f"segment {seg.name} is sealed")
+                    if st.sealed:
+                        raise StreamSealedError(f"segment {seg.name} is sealed")
+                    return None
                 sections[si].segment_offset = seg.length
             with self._journal.use() as handle:
                 status = lib.pe_journal_append_events(
@@ -548,6 +663,8 @@ class Store:
                     entries.append(entry)
                     self._idx_pending.append((seg, entry, sec.n_events))
                     seg.length += nbytes
+                    seg.events_in += sec.n_events
+                    seg.bytes_in += nbytes
                     self._dirty_lengths.add(seg.uid)
                 self._tail.append((size, entries))
                 self._tail_bytes += size
@@ -580,6 +697,15 @@ class Store:
             if timeout is None or timeout > 0:
                 wake.wait(timeout)
             wake.clear()
+
+    def _maintenance_loop(self) -> None:
+        """Auto-scaling and retention, every ``maintenance_interval`` seconds."""
+        while not self._stop.wait(self.maintenance_interval):
+            try:
+                self._autoscaler.tick()
+            except Exception:  # noqa: BLE001 - the journal or metadata failed; retried next tick
+                if self._closed:
+                    return
 
     def _checkpoint_loop(self) -> None:
         while not self._stop.wait(self.checkpoint_interval):
@@ -645,6 +771,7 @@ class Store:
         self._linger_wake.set()
         self._linger_thread.join()
         self._ckpt_thread.join()
+        self._maint_thread.join()
         try:
             self.checkpoint()
         except BaseException as exc:  # noqa: BLE001
@@ -653,6 +780,8 @@ class Store:
             self._closed = True
             for st in self._streams.values():
                 st.notify()
+                for w in list(st.scale_watchers):
+                    w.close()
             try:
                 self._journal.close()
             except BaseException as exc:  # noqa: BLE001

@@ -8,6 +8,10 @@ Invariants:
      so ``routing.owner_index(lows, point)`` finds the owner of a key.
   2. ``head[sid] <= segment.length`` for every segment; the head only moves forward.
   3. A sealed stream accepts no appends; a deleted stream is removed from the store's maps.
+  4. ``head`` holds a consistent full map (see ``topology``): a segment truncated away
+     completely has its length there; the head cut users see is its frontier.
+  5. ``epochs`` lists (epoch, start time) in order; epoch ``e``'s segments are those created
+     in an epoch <= e and not sealed by a scale at or before e.
 
 Thread-safety: mutated by the store under its locks; ``cond`` guards nothing but the wake-ups
 (readers re-check state after waking). ``watchers`` holds further conditions to wake (a reader
@@ -25,8 +29,31 @@ from typing import Any
 from .config import StreamConfiguration
 from .segment import Segment, SegmentInfo
 from .streamcut import StreamCut, format_segment_id
+from .topology import frontier
 
-__all__ = ["StreamInfo", "StreamState"]
+__all__ = ["StreamInfo", "StreamState", "EpochInfo", "SegmentRange"]
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class SegmentRange:
+    """One segment of an epoch: its id and key range [key_low, key_high)."""
+
+    segment_id: int
+    key_low: float
+    key_high: float
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class EpochInfo:
+    """One epoch of a stream's scaling history: when it began and its segments in key order."""
+
+    epoch: int
+    time_ns: int
+    segments: tuple[SegmentRange, ...]
+
+    @property
+    def segment_count(self) -> int:
+        return len(self.segments)
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -41,6 +68,27 @@ class StreamInfo:
     tail: StreamCut
     sealed: bool
     created_ns: int
+    history: tuple[EpochInfo, ...] = ()
+
+    @property
+    def current_segments(self) -> tuple[SegmentInfo, ...]:
+        """The segments of the current epoch (not scaled away), in key order."""
+        return tuple(sorted((s for s in self.segments if not s.successors), key=lambda s: s.key_low))
+
+    @property
+    def epoch(self) -> int:
+        """The current epoch (0 until the first scaling)."""
+        return self.history[-1].epoch if self.history else 0
+
+    def history_svg(self, width: int = 640, height: int = 240) -> str:
+        """The scaling history as an SVG picture: key space vs time, one box per segment."""
+        from .history import history_svg
+        return history_svg(self, width=width, height=height)
+
+    def history_text(self, width: int = 72) -> str:
+        """The scaling history as text (one line per epoch)."""
+        from .history import history_text
+        return history_text(self, width=width)
 
     @property
     def length(self) -> int:
@@ -48,6 +96,7 @@ class StreamInfo:
         return sum(s.length - s.head for s in self.segments)
 
     def _repr_html_(self) -> str:
+        picture = self.history_svg() if len(self.history) > 1 else ""
         rows = "".join(
             f"<tr><td>{format_segment_id(s.segment_id)}</td><td>[{s.key_low:.4f}, {s.key_high:.4f})</td>"
             f"<td>{s.head:,}</td><td>{s.length:,}</td><td>{'sealed' if s.sealed else 'open'}</td></tr>"
@@ -56,7 +105,7 @@ class StreamInfo:
         return (
             f"<b>Stream</b> {html.escape(self.scope)}/{html.escape(self.stream)}"
             f"{' (sealed)' if self.sealed else ''}<table><tr><th>segment</th><th>key range</th>"
-            f"<th>head</th><th>length</th><th>state</th></tr>{rows}</table>"
+            f"<th>head</th><th>length</th><th>state</th></tr>{rows}</table>{picture}"
         )
 
 
@@ -64,7 +113,8 @@ class StreamState:
     """Mutable state of one stream (see the module invariants)."""
 
     def __init__(self, scope: str, name: str, config: StreamConfiguration, created_ns: int,
-                 sealed: bool, head: dict[int, int]) -> None:
+                 sealed: bool, head: dict[int, int], epochs: list[tuple[int, int]] | None = None,
+                 next_number: int = 0) -> None:
         self.scope = scope
         self.name = name
         self.key = f"{scope}/{name}"
@@ -77,25 +127,77 @@ class StreamState:
         self.segments: dict[int, Segment] = {}
         self.open_segments: list[Segment] = []
         self.lows: list[float] = []
+        self.routing: tuple[list[float], list[Segment]] = ([], [])  # (lows, open) replaced as one
         self.cond = threading.Condition(threading.Lock())
         self.waiters = 0
         self.watchers: set[threading.Condition] = set()
         self.writers: set[Any] = set()
         self.version = 0  # bumped on every append, seal, truncate, delete
+        self.epochs: list[tuple[int, int]] = epochs or [(0, created_ns)]  # (epoch, start ns)
+        self.next_number = next_number  # segment number of the next segment created
+        self.topology = 0  # bumped by every scaling: writers re-route, readers look again
+        self.scale_watchers: list[Any] = []  # SegmentWatcher objects (store.watch_segments)
+        self.last_scale_ns = 0  # monotonic ns of the last scaling (auto-scaler cooldown)
+
+    @property
+    def epoch(self) -> int:
+        return self.epochs[-1][0]
 
     def add_segment(self, seg: Segment) -> None:
+        """Add a segment (at load or creation); links it to its predecessors."""
+        self._link(seg)
+        if not seg.sealed:
+            self._set_open(self.open_segments + [seg])
+
+    def _link(self, seg: Segment) -> None:
         self.segments[seg.segment_id] = seg
         self.head.setdefault(seg.segment_id, 0)
-        if not seg.sealed:
-            self.open_segments.append(seg)
-            self.open_segments.sort(key=lambda s: s.low)
-            self.lows = [s.low for s in self.open_segments]
+        for p in seg.preds:
+            pred = self.segments.get(p)
+            if pred is not None and seg.segment_id not in pred.succs:
+                pred.succs = tuple(sorted(pred.succs + (seg.segment_id,)))
+        for other in self.segments.values():  # loaded out of order: link successors seen earlier
+            if seg.segment_id in other.preds and other.segment_id not in seg.succs:
+                seg.succs = tuple(sorted(seg.succs + (other.segment_id,)))
+
+    def _set_open(self, segs: list[Segment]) -> None:
+        segs = sorted(segs, key=lambda s: s.low)
+        lows = [s.low for s in segs]
+        self.open_segments, self.lows = segs, lows
+        self.routing = (lows, segs)  # one store: a writer never sees half a scaling
+
+    def scaled(self, sealed: list[Segment], new: list[Segment], epoch: int, now_ns: int) -> None:
+        """Apply a committed scaling (caller holds the store's append lock)."""
+        gone = {s.segment_id for s in sealed}
+        for seg in new:
+            self._link(seg)
+        self._set_open([s for s in self.open_segments if s.segment_id not in gone] + new)
+        self.epochs.append((epoch, now_ns))
+        self.topology += 1
+
+    def full_head(self) -> dict[int, int]:
+        return {sid: self.head.get(sid, 0) for sid in self.segments}
 
     def head_cut(self) -> StreamCut:
-        return StreamCut.of(self.scope, self.name, {sid: self.head.get(sid, 0) for sid in self.segments})
+        return StreamCut.of(self.scope, self.name, frontier(self.segments, self.full_head()))
 
     def tail_cut(self) -> StreamCut:
-        return StreamCut.of(self.scope, self.name, {sid: s.length for sid, s in self.segments.items()})
+        full = {sid: s.length for sid, s in self.segments.items()}
+        return StreamCut.of(self.scope, self.name, frontier(self.segments, full))
+
+    def history(self) -> tuple[EpochInfo, ...]:
+        """Every epoch with its segments (a segment is in the epochs from its creation to the
+        scale that sealed it)."""
+        out = []
+        segs = sorted(self.segments.values(), key=lambda s: s.low)
+        for epoch, ns in self.epochs:
+            members = tuple(
+                SegmentRange(segment_id=s.segment_id, key_low=s.low, key_high=s.high)
+                for s in segs
+                if (s.segment_id >> 32) <= epoch and (s.sealed_epoch is None or epoch < s.sealed_epoch)
+            )
+            out.append(EpochInfo(epoch=epoch, time_ns=ns, segments=members))
+        return tuple(out)
 
     def notify(self) -> None:
         self.version += 1
@@ -113,5 +215,11 @@ class StreamState:
         return StreamInfo(
             scope=self.scope, stream=self.name, config=self.config, segments=segs,
             head=self.head_cut(), tail=self.tail_cut(), sealed=self.sealed,
-            created_ns=self.created_ns,
+            created_ns=self.created_ns, history=self.history(),
         )
+
+    def record(self) -> dict[str, Any]:
+        """The stream's record in the metadata store (docs/format.md, "streams")."""
+        return {"config": self.config.to_json(), "created_ns": self.created_ns, "sealed": self.sealed,
+                "head": {str(k): v for k, v in self.head.items()},
+                "epochs": [list(e) for e in self.epochs], "next_number": self.next_number}

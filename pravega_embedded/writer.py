@@ -13,7 +13,10 @@ Invariants:
   3. ``write_events(events, routing_key)`` is atomic: all its events go into one record.
   4. Per routing key, events keep their write order (one list per key per batch; a key maps to
      one segment).
-  5. The pending batch is swapped out only when the writer thread is outside the per-event
+  5. A batch routed to a segment that a scaling sealed meanwhile is re-routed by the store to
+     the successors under its append lock (each key to the one successor owning it), so a
+     key's events never reach two open segments; after a scaling the route cache is dropped.
+  6. The pending batch is swapped out only when the writer thread is outside the per-event
      critical region: the writer raises ``_busy`` then checks ``_drain_pending``; a drainer
      raises ``_drain_pending`` then waits for ``_busy`` to fall (Dekker's handshake; CPython
      attribute loads and stores are sequentially consistent under the GIL).
@@ -132,6 +135,7 @@ class EventStreamWriter:
         self._failed: tuple[dict[Any, Any], int, int] | None = None
         self._closed = False
         self._rr = 0
+        self._topology = stream.topology
         self.duplicates_dropped = 0
 
     # ------------------------------------------------------------------ writing
@@ -255,7 +259,7 @@ class EventStreamWriter:
             self._batch_t0 = time.monotonic()
             self._store._wake_linger()
         if key is None:
-            segs = self._stream.open_segments
+            segs = self._stream.routing[1]
             targets = []
             for i, seg in enumerate(segs):
                 k = _nokey(i)
@@ -281,8 +285,8 @@ class EventStreamWriter:
                 raise InvalidRoutingKeyError(
                     f"routing key of {len(kb)} bytes is over the {MAX_KEY_BYTES}-byte limit"
                 )
-            st = self._stream
-            route = self._routes[key] = (st.open_segments[owner_index(st.lows, key_point(key))], kb)
+            lows, segs = self._stream.routing
+            route = self._routes[key] = (segs[owner_index(lows, key_point(key))], kb)
         lst: list[bytes] = []
         lists[key] = lst
         return lst
@@ -297,7 +301,7 @@ class EventStreamWriter:
             self._busy = True
 
     def _take(self) -> tuple[dict[Any, Any], int]:
-        """Swap out the pending batch (any thread; caller holds _io_lock). Invariant 5."""
+        """Swap out the pending batch (any thread; caller holds _io_lock). Invariant 6."""
         self._drain_pending = True
         try:
             while self._busy:
@@ -308,10 +312,13 @@ class EventStreamWriter:
             self._nbytes = 0
             self._pending_n = 0
             self._batch_t0 = 0.0
+            topology = self._stream.topology
+            if len(self._routes) > _ROUTE_CACHE or topology != self._topology:
+                # the stream scaled: route the next batch afresh (this one is re-routed on append)
+                self._topology = topology
+                self._routes = {k: v for k, v in self._routes.items() if k in lists}
         finally:
             self._drain_pending = False
-        if len(self._routes) > _ROUTE_CACHE:
-            self._routes = {k: v for k, v in self._routes.items() if k in lists}
         return lists, seq
 
     def _drain(self) -> int | None:

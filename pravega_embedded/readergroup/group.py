@@ -45,6 +45,7 @@ from ..names import (
 )
 from ..reader import SegmentSource
 from ..streamcut import StreamCut, format_segment_id
+from ..topology import expand, frontier
 from .config import (
     Checkpoint,
     Position,
@@ -55,6 +56,7 @@ from .config import (
 )
 from .reader import GroupReader
 from .state import (
+    end_of,
     CheckpointFuture,
     GroupState,
     begin_checkpoint,
@@ -95,21 +97,23 @@ class ReaderGroupService:
             st = store._stream(scope, stream)
             sp = store._resolve_cut(st, config.start_cut(scope, stream), f"reader group start of {st.key}")
             ep = store._resolve_cut(st, config.end_cut(scope, stream), f"reader group end of {st.key}")
-            for sid, seg in st.segments.items():
+            segs = dict(st.segments)
+            full = st.full_head() if sp is None else sp
+            for sid, seg in segs.items():
                 head = st.head.get(sid, 0)
-                off = head if sp is None else sp[sid]
+                off = full.get(sid, 0)
                 if off < head:
                     raise TruncatedDataError(
                         f"start offset {off} of segment {seg.name} is before the stream's head ({head})"
                     )
-                k = seg_key(st.key, sid)
-                start[k] = off
                 if ep is not None:
-                    if ep[sid] < off:
+                    if ep.get(sid, 0) < off:
                         raise InvalidStreamCutError(
                             f"the end cut of {st.key} is before the start in segment {seg.name}"
                         )
-                    ends[k] = ep[sid]
+                    ends[seg_key(st.key, sid)] = ep.get(sid, 0)
+            for sid, off in frontier(segs, full).items():
+                start[seg_key(st.key, sid)] = off
         return start, ends
 
     @staticmethod
@@ -134,7 +138,8 @@ class ReaderGroupService:
                     return ReaderGroup(self, self.groups[name])
                 raise ReaderGroupExistsError(f"reader group {name!r} already exists")
             start, ends = self.initial(config)
-            raw = dumps(new_state(name, config.to_json(), start, ends))
+            raw = dumps(new_state(name, config.to_json(), start, ends,
+                                  segments_of=self.store._segments_of))
             if not self.store._meta.put_group(name, raw, None):
                 raise ReaderGroupExistsError(f"reader group {name!r} already exists")
             gs = self.groups[name] = GroupState(self.store._meta, name, raw)
@@ -343,7 +348,8 @@ class ReaderGroup:
 
         def fn(s2: dict[str, Any]) -> bool:
             fresh = new_state(self.name, config.to_json(), start, ends,
-                              generation=s2["generation"] + 1, previous=s2)
+                              generation=s2["generation"] + 1, previous=s2,
+                              segments_of=self._store._segments_of)
             s2.clear()
             s2.update(fresh)
             return True
@@ -376,20 +382,23 @@ class ReaderGroup:
             if only not in s["config"]["streams"]:
                 raise StreamNotFoundError(f"reader group {self.name!r} does not read {only}")
         synced = self._store._journal.synced()
-        total = 0
-        for k, off in self._positions(s).items():
+        per: dict[str, dict[int, int]] = {}
+        for k, off in {**s["completed"], **self._positions(s)}.items():
             skey, sid = split_seg_key(k)
-            if only is not None and skey != only:
+            if only is None or skey == only:
+                per.setdefault(skey, {})[sid] = off
+        total = 0
+        for skey, named in per.items():
+            segs = self._store._segments_of(skey)
+            if segs is None or not all(sid in segs for sid in named):
                 continue
-            st = self._store._streams.get(skey)
-            seg = None if st is None else st.segments.get(sid)
-            if seg is None:
-                continue
-            limit = SegmentSource(self._store, seg).visible_length(synced)
-            end = s["ends"].get(k)
-            if end is not None:
-                limit = min(limit, end)
-            total += max(0, limit - off)
+            # segments after the frontier (successors not reached yet) count from offset 0
+            for sid, off in expand(segs, named).items():
+                limit = SegmentSource(self._store, segs[sid]).visible_length(synced)
+                end = end_of(s, seg_key(skey, sid))
+                if end is not None:
+                    limit = min(limit, end)
+                total += max(0, limit - off)
         return total
 
     def segment_distribution(self) -> SegmentDistribution:

@@ -52,7 +52,7 @@ from ..reader import SegmentSource, deadline_of, events_from
 from ..serializers import resolve
 from . import assignment
 from .config import Position, split_seg_key
-from .state import GroupState, begin_checkpoint, record_checkpoint, remove_reader
+from .state import GroupState, advance, begin_checkpoint, end_of, record_checkpoint, remove_reader
 
 __all__ = ["GroupReader"]
 
@@ -150,7 +150,7 @@ class GroupReader:
         seg = st.segments.get(sid)
         if seg is None:
             raise SegmentNotFoundError(f"stream {skey} has no segment {sid} (was it re-created?)")
-        self._owned[k] = [SegmentSource(self._store, seg), st, off, s["ends"].get(k)]
+        self._owned[k] = [SegmentSource(self._store, seg), st, off, end_of(s, k)]
         self._order = sorted(self._owned)
         self.live[k] = off
 
@@ -252,7 +252,8 @@ class GroupReader:
             if st.deleted:
                 raise StreamNotFoundError(f"stream {st.key} was deleted")
             length = seg.length
-            if (end is not None and pos >= end) or (seg.sealed and pos >= length):
+            if (end is not None and pos >= end) or (seg.sealed and pos >= length
+                                                    and (seg.succs or st.sealed)):
                 self._complete(k, pos)
                 return None
             limit = length if end is None else min(end, length)
@@ -431,6 +432,7 @@ class GroupReader:
                 return False
             del me[k]
             s["completed"][k] = pos
+            advance(s, self._store._segments_of)
             return True
 
         if self._gs.update(fn) is not None:

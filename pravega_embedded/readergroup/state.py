@@ -22,8 +22,9 @@ of its last checkpoint (or where it acquired the segment): releasing a reader "a
 checkpoint" puts exactly these offsets back.
 
 Invariants:
-  1. Every segment of the group is in exactly one of: one reader's ``segments``, ``unassigned``,
-     ``completed``.
+  1. Every segment the group has reached is in at most one of: one reader's ``segments``,
+     ``unassigned``, ``completed``; together they are the group's frontier (a StreamCut per
+     stream, see ``topology``), so checkpoint cuts stay valid across scalings.
   2. ``revision`` grows by one per committed update. An update is optimistic: it is computed
      from a snapshot outside any lock and committed only if the revision is still the
      snapshot's (in memory and in LMDB), else recomputed from the newer state.
@@ -33,6 +34,9 @@ Invariants:
      when the checkpoint began). The cut is ``known`` overlaid with ``positions``.
   4. A checkpoint completes in the update that empties its ``pending`` list.
   5. ``generation`` grows on every reset; a reader of an older generation must be re-created.
+  6. A successor segment enters ``unassigned`` only in the update that completes the last of
+     its predecessors (``advance``), so no reader reads it before they are all read; a
+     completed segment leaves ``completed`` once all its successors are placed.
 
 Thread-safety: :class:`GroupState` may be used from any thread. ``snap`` is replaced as a whole
 (one reference store), so a reader can compare it by identity on its hot path.
@@ -54,7 +58,7 @@ from ..errors import (
     ReaderGroupNotFoundError,
 )
 from ..streamcut import StreamCut
-from .config import Checkpoint, ReaderGroupConfig, split_seg_key
+from .config import Checkpoint, ReaderGroupConfig, seg_key, split_seg_key
 
 __all__ = [
     "GroupState",
@@ -64,6 +68,8 @@ __all__ = [
     "begin_checkpoint",
     "record_checkpoint",
     "checkpoint_from",
+    "advance",
+    "end_of",
     "DONE_KEPT",
     "dumps",
     "parse_state",
@@ -121,8 +127,6 @@ def parse_state(name: str, raw: bytes) -> dict[str, Any]:
                 if k in seen:
                     raise ValueError(f"segment {k} is in two places")
                 seen.add(k)
-        if seen != set(s["start"]):
-            raise ValueError("the segments held, unassigned and completed are not the group's")
         for key, fields in (("checkpoints", ("known", "positions")), ("done", ("cuts",))):
             if not isinstance(s.get(key), list):
                 raise ValueError(f"{key} is not a list")
@@ -151,14 +155,20 @@ def dumps(s: dict[str, Any]) -> bytes:
 
 
 def new_state(name: str, config: dict[str, Any], start: dict[str, int], ends: dict[str, int],
-              *, generation: int = 0, previous: dict[str, Any] | None = None) -> dict[str, Any]:
-    """A group with no readers, every segment unassigned at ``start`` (or completed if it
-    starts at its end). ``previous``: the state being reset (its checkpoint ids go on)."""
+              *, generation: int = 0, previous: dict[str, Any] | None = None,
+              segments_of: Callable[[str], Any] | None = None) -> dict[str, Any]:
+    """A group with no readers, every segment of the ``start`` frontier unassigned (or
+    completed if it starts at its end, or is scaled away and read), then ``advance``d.
+    ``previous``: the state being reset (its checkpoint ids go on)."""
     unassigned, completed = {}, {}
     for k, off in start.items():
         end = ends.get(k)
-        (completed if end is not None and off >= end else unassigned)[k] = off
-    return {
+        skey, sid = split_seg_key(k)
+        segs = None if segments_of is None else segments_of(skey)
+        seg = None if segs is None else segs.get(sid)
+        finished = seg is not None and seg.sealed and bool(seg.succs) and off >= seg.length
+        (completed if (end is not None and off >= end) or finished else unassigned)[k] = off
+    s = {
         "format": STATE_FORMAT, "name": name, "revision": 0, "generation": generation,
         "created_ns": time.time_ns(), "config": config, "start": dict(start), "ends": dict(ends),
         "readers": {}, "unassigned": unassigned, "completed": completed, "checkpoints": [],
@@ -166,6 +176,53 @@ def new_state(name: str, config: dict[str, Any], start: dict[str, int], ends: di
         "next_cp": 1 if previous is None else previous["next_cp"],
         "last_auto_ns": time.time_ns(),
     }
+    if segments_of is not None:
+        advance(s, segments_of)
+    return s
+
+
+def end_of(s: dict[str, Any], k: str) -> int | None:
+    """The end offset of segment ``k``: from the end cut, 0 for a segment created after the
+    end cut of a bounded stream, None (no end) for a stream without an end cut."""
+    e = s["ends"].get(k)
+    if e is None:
+        skey = split_seg_key(k)[0]
+        if any(split_seg_key(x)[0] == skey for x in s["ends"]):
+            return 0
+    return e
+
+
+def advance(s: dict[str, Any], segments_of: Callable[[str], Any]) -> bool:
+    """After segments completed: make unassigned every successor whose predecessors are all
+    completed at their ends, and drop completed segments whose successors are all placed
+    (invariant 6). ``segments_of(stream_key)`` is that stream's ``{segment_id: Segment}`` or
+    None. True if anything changed."""
+    placed = set(s["unassigned"]) | set(s["completed"])
+    for r in s["readers"].values():
+        placed |= set(r["segments"])
+    completed = s["completed"]
+    changed, any_change = True, False
+    while changed:
+        changed = False
+        for k, off in list(completed.items()):
+            skey, sid = split_seg_key(k)
+            segs = segments_of(skey)
+            seg = None if segs is None else segs.get(sid)
+            if seg is None or not seg.succs or not seg.sealed or off < seg.length:
+                continue  # not scaled away, or completed at an end cut: nothing follows
+            for t in seg.succs:
+                tk = seg_key(skey, t)
+                if tk in placed or t not in segs:
+                    continue
+                if all(completed.get(seg_key(skey, p), -1) >= segs[p].length and segs[p].sealed
+                       for p in segs[t].preds):
+                    s["unassigned"][tk] = 0
+                    placed.add(tk)
+                    changed = any_change = True
+            if all(seg_key(skey, t) in placed for t in seg.succs):
+                del completed[k]
+                changed = any_change = True
+    return any_change
 
 
 def remove_reader(s: dict[str, Any], rid: str, final: dict[str, int] | None) -> None:
