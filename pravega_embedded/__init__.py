@@ -38,8 +38,9 @@ from .readergroup import (
 from .segment import SegmentInfo
 from .serializers import BytesSerializer, JsonSerializer, TextSerializer
 from .store import Store, open, open_temporary
-from .stream import StreamInfo
+from .stream import EpochInfo, SegmentRange, StreamInfo
 from .streamcut import StreamCut
+from .watch import SegmentCountChange, SegmentWatcher
 from .writer import MAX_EVENT_SIZE, EventStreamWriter
 
 __version__ = "0.1.0"
@@ -54,6 +55,10 @@ __all__ = [
     "RetentionPolicy",
     "StreamInfo",
     "SegmentInfo",
+    "EpochInfo",
+    "SegmentRange",
+    "SegmentCountChange",
+    "SegmentWatcher",
     "StreamCut",
     "EventRead",
     "EventPointer",
