@@ -315,8 +315,11 @@ class Journal:
             self.sync(pos, None, what=what)
         elif self.durability == "os":
             for base in self.files():
-                if base + os.path.getsize(self.path(base)) > self._durable_floor:
-                    os.fdatasync(self._fd(base))
+                try:
+                    if base + os.path.getsize(self.path(base)) > self._durable_floor:
+                        os.fdatasync(self._fd(base))
+                except FileNotFoundError:
+                    continue  # deleted by retention: nothing in it is needed
             self._durable_floor = max(self._durable_floor, pos)
 
     def close(self) -> None:
@@ -356,9 +359,31 @@ class Journal:
                 self._bases = sorted(self._fds)
             return fd
 
+    def drop_file(self, base: int) -> None:
+        """Delete journal file ``base`` (retention: all its data is truncated). Readers that
+        still ask for its positions get StorageError/CorruptDataError, which the store turns
+        into TruncatedDataError."""
+        with self._read_lock:
+            fd = self._fds.pop(base, None)
+            if fd is not None:
+                os.close(fd)
+            self._bases = sorted(self._fds)
+        try:
+            os.unlink(self.path(base))
+        except FileNotFoundError:
+            return
+        dfd = os.open(self.dir, os.O_RDONLY | os.O_DIRECTORY)
+        try:
+            os.fsync(dfd)
+        finally:
+            os.close(dfd)
+
     def _refresh(self) -> None:
         for base in self.files():
-            self._fd(base)
+            try:
+                self._fd(base)
+            except FileNotFoundError:
+                pass  # deleted by retention meanwhile
 
     def pread(self, pos: int, n: int) -> bytes:
         """Read n bytes at global position pos (a range within one file, invariant 3)."""

@@ -17,6 +17,9 @@ Invariants:
   5. A reader group's state is one JSON value whose ``revision`` grows by one per write;
      ``put_group`` writes only if the stored revision is the expected one (optimistic
      concurrency: a writer that lost the race re-reads and retries).
+  6. The ``files`` table says, per journal file, which segments have data in it and where that
+     data ends; it is written with the checkpoint that indexes the data, so every section
+     before ``applied_pos`` is accounted for (retention deletes files by it).
 
 Thread-safety: every method may be called from any thread; LMDB serialises write transactions.
 """
@@ -52,6 +55,13 @@ def _writer_key(stream_key: str, writer_id: str) -> bytes:
     return _writer_prefix(stream_key) + writer_id.encode()
 
 
+def _floor(bases: list[int], pos: int) -> int | None:
+    """Index of the file holding journal position ``pos`` (None: before the first file)."""
+    from bisect import bisect_right
+    i = bisect_right(bases, pos) - 1
+    return None if i < 0 else i
+
+
 def _json(obj: Any) -> bytes:
     return json.dumps(obj, separators=(",", ":"), sort_keys=True).encode()
 
@@ -78,6 +88,8 @@ class Metadata:
         self._writers = e.open_db(b"writers")
         self._index = e.open_db(b"index")
         self._groups = e.open_db(b"groups")
+        self._files = e.open_db(b"files")
+        self._retention = e.open_db(b"retention")
         self._check_format()
 
     # ------------------------------------------------------------------ format / store keys
@@ -87,6 +99,7 @@ class Metadata:
             if raw is None:
                 txn.put(b"format_version", _LE64.pack(META_FORMAT_VERSION), db=self._store)
                 txn.put(b"next_uid", _LE64.pack(1), db=self._store)
+                txn.put(b"files_built", b"1", db=self._store)
                 return
             version = _LE64.unpack(raw)[0]
             if not 1 <= version <= META_FORMAT_VERSION:
@@ -155,6 +168,7 @@ class Metadata:
                 while cur.key()[:8] == k:
                     if not cur.delete():
                         break
+        txn.delete(key.encode(), db=self._retention)
         prefix = _writer_prefix(key)
         cur = txn.cursor(db=self._writers)
         if cur.set_range(prefix):
@@ -202,6 +216,67 @@ class Metadata:
         with self.env.begin(write=True) as txn:
             return txn.delete(name.encode(), db=self._groups)
 
+    # ------------------------------------------------------------------ journal files
+    def files(self) -> dict[int, dict[int, int]] | None:
+        """``{file base: {segment uid: end offset of its last section in that file}}``, or
+        None if this store predates the table (``rebuild_files`` fills it)."""
+        with self.env.begin() as txn:
+            if txn.get(b"files_built", db=self._store) is None:
+                return None
+            return {_U64.unpack(k)[0]: {int(u): e for u, e in json.loads(v).items()}
+                    for k, v in txn.cursor(db=self._files)}
+
+    def rebuild_files(self, bases: list[int]) -> dict[int, dict[int, int]]:
+        """Fill the files table from the segment index (stores written before it existed)."""
+        out: dict[int, dict[int, int]] = {}
+        with self.env.begin(write=True) as txn:
+            for k, v in txn.cursor(db=self._index):
+                uid, start = _IDX_KEY.unpack(k)
+                pos, nbytes, _ = _IDX_VAL.unpack(v)
+                i = _floor(bases, pos)
+                if i is None:
+                    continue
+                d = out.setdefault(bases[i], {})
+                d[uid] = max(d.get(uid, 0), start + nbytes)
+            for base, d in out.items():
+                txn.put(_U64.pack(base), _json({str(u): e for u, e in d.items()}), db=self._files)
+            txn.put(b"files_built", b"1", db=self._store)
+        return out
+
+    def drop_files(self, bases: Iterable[int]) -> None:
+        with self.env.begin(write=True) as txn:
+            for base in bases:
+                txn.delete(_U64.pack(base), db=self._files)
+
+    # ------------------------------------------------------------------ retention marks
+    def retention_marks(self) -> list[tuple[str, list[Any]]]:
+        """Every stream's retention marks as (``scope/stream``, [[ns, total, {sid: off}]])."""
+        with self.env.begin() as txn:
+            return [(k.decode(), json.loads(v)) for k, v in txn.cursor(db=self._retention)]
+
+    def put_retention_marks(self, marks: dict[str, list[Any]]) -> None:
+        with self.env.begin(write=True) as txn:
+            for key, lst in marks.items():
+                if txn.get(key.encode(), db=self._streams) is None:
+                    continue  # deleted meanwhile
+                txn.put(key.encode(), _json([[ns, tot, {str(k): v for k, v in cut.items()}]
+                                             for ns, tot, cut in lst]), db=self._retention)
+
+    def drop_index_before(self, txn: lmdb.Transaction, uid: int, offset: int) -> None:
+        """Delete segment ``uid``'s index entries of sections ending at or before ``offset``
+        (truncated: never read again)."""
+        k = _U64.pack(uid)
+        cur = txn.cursor(db=self._index)
+        if not cur.set_range(k):
+            return
+        while cur.key()[:8] == k:
+            _, start = _IDX_KEY.unpack(cur.key())
+            _, nbytes, _ = _IDX_VAL.unpack(cur.value())
+            if start + nbytes > offset:
+                break
+            if not cur.delete():
+                break
+
     # ------------------------------------------------------------------ index
     def index_floor(self, uid: int, offset: int) -> tuple[int, int, int, int] | None:
         """The index entry of segment ``uid`` with the greatest start <= offset:
@@ -230,8 +305,10 @@ class Metadata:
         lengths: dict[int, int],
         writers: dict[tuple[str, str], int],
         index: Iterable[tuple[int, int, int, int, int]],
+        files: dict[int, dict[int, int]] | None = None,
     ) -> None:
-        """Record that the journal up to ``applied_pos`` is reflected here (invariant 1)."""
+        """Record that the journal up to ``applied_pos`` is reflected here (invariant 1);
+        ``files`` are rows of the files table to write (see ``files``)."""
         live = set()
         with self.env.begin(write=True) as txn:
             for uid, length in lengths.items():
@@ -248,6 +325,8 @@ class Metadata:
                 if uid in live or txn.get(_U64.pack(uid), db=self._segments) is not None:
                     live.add(uid)
                     put(_IDX_KEY.pack(uid, start), _IDX_VAL.pack(pos, nbytes, nevents), db=self._index)
+            for base, d in (files or {}).items():
+                txn.put(_U64.pack(base), _json({str(u): e for u, e in d.items()}), db=self._files)
             txn.put(b"applied_pos", _LE64.pack(applied_pos), db=self._store)
 
     def sync(self) -> None:

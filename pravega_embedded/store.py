@@ -27,6 +27,7 @@ Thread-safety: all public methods are thread-safe.
 from __future__ import annotations
 
 import fcntl
+from bisect import bisect_right
 import os
 import shutil
 import tempfile
@@ -65,6 +66,7 @@ from .segment import Segment
 from .stream import StreamInfo, StreamState
 from .streamcut import StreamCut, segment_id
 from .topology import check_cut, upper_bound
+from .retention import Retention
 from .scaling import DEFAULT_WINDOWS, AutoScaler, commit_scale, rescale_ranges
 from .watch import SegmentCountChange, SegmentWatcher
 from .writer import MAX_BATCH_BYTES, EventStreamWriter
@@ -187,7 +189,9 @@ class Store:
             self.recovered_records = len(records)
             self.torn_bytes_cut = self._journal.torn_bytes_cut
             self._journal.open(base, end)
+            self._load_file_ends()
             self.checkpoint()
+            self._retention = Retention(self)
         except BaseException:
             try:
                 self._journal.close()
@@ -224,6 +228,19 @@ class Store:
         for st in self._streams.values():
             if not st.next_number:
                 st.next_number = max((sid & 0xFFFFFFFF for sid in st.segments), default=-1) + 1
+
+    def _load_file_ends(self) -> None:
+        """Which segments have data in which journal file (retention deletes files by it)."""
+        bases = self._journal.files()
+        ends = self._meta.files()
+        if ends is None:
+            ends = self._meta.rebuild_files(bases)
+        missing = [b for b in ends if b not in set(bases)]
+        if missing:  # deleted by retention just before a crash (retention invariant 2)
+            self._meta.drop_files(missing)
+            for b in missing:
+                del ends[b]
+        self._file_ends: dict[int, dict[int, int]] = ends
 
     def _replay(self, records: list[Any]) -> None:
         """Apply journal records after the last checkpoint (metadata invariant 1)."""
@@ -380,6 +397,7 @@ class Store:
             with self._append_lock:
                 st.deleted = True
                 del self._streams[st.key]
+                self._retention.forget(st.key)
                 for seg in st.segments.values():
                     self._seg_by_uid.pop(seg.uid, None)
                     self._dirty_lengths.discard(seg.uid)
@@ -387,6 +405,9 @@ class Store:
                     self._writer_seqs.pop(wk, None)
                     self._dirty_writers.pop(wk, None)
             st.notify()
+            for w in list(st.scale_watchers):
+                w.close()
+        self._retention.reclaim()
 
     # ------------------------------------------------------------------ scaling
     def scale_stream(self, scope: str, stream: str, seal: list[int],
@@ -465,23 +486,53 @@ class Store:
                 w.publish(change)
 
     def truncate_stream(self, scope: str, stream: str, cut: StreamCut) -> None:
-        """Make ``cut`` the stream's head: data before it is no longer readable."""
+        """Make ``cut`` the stream's head: data before it is no longer readable, and journal
+        files holding only truncated data are deleted (docs/retention.md)."""
         with self._lock:
             st = self._stream(scope, stream)
             positions = self._resolve_cut(st, cut, "truncate")
             if positions is None:
                 return
-            self._sync_all(f"truncate {st.key}")
+            self._truncate_full(st, positions, "truncate")
+        self._retention.reclaim()
+
+    def _truncate_full(self, st: StreamState, positions: dict[int, int], what: str) -> bool:
+        """Move the head of ``st`` forward to the full map ``positions`` (retention invariant
+        1) and drop the index entries of truncated sections. False if nothing moved."""
+        with self._lock:
+            if st.deleted or self._closed:
+                return False
+            old = st.head
             head = upper_bound(st.full_head(), positions)
+            if head == st.full_head():
+                return False
+            self._sync_all(f"{what} {st.key}")
             with self._meta.write() as txn:
-                old = st.head
                 st.head = head
                 try:
                     self._meta.put_stream(txn, st.key, st.record())
+                    for sid, off in head.items():
+                        if off > old.get(sid, 0):
+                            self._meta.drop_index_before(txn, st.segments[sid].uid, off)
                 except BaseException:
                     st.head = old
                     raise
-            st.notify()
+        st.notify()
+        return True
+
+    def _subscriber_cuts(self, stream_key: str) -> list[dict[int, int] | None]:
+        """The retention cuts of the reader groups subscribed to a stream (frontiers; None for
+        a subscriber with no cut yet)."""
+        if "readergroups" not in _SERVICES:
+            return []
+        return self._service("readergroups").subscriber_cuts(stream_key)
+
+    def reclaim(self) -> int:
+        """Delete journal files that hold only truncated or deleted data now (retention does
+        this by itself after truncating); returns the bytes freed."""
+        self._check_open()
+        self.checkpoint()
+        return self._retention.reclaim()
 
     def _resolve_cut(self, st: StreamState, cut: StreamCut | None, what: str,
                      *, check_boundaries: bool = True) -> dict[int, int] | None:
@@ -703,6 +754,7 @@ class Store:
         while not self._stop.wait(self.maintenance_interval):
             try:
                 self._autoscaler.tick()
+                self._retention.tick()
             except Exception:  # noqa: BLE001 - the journal or metadata failed; retried next tick
                 if self._closed:
                     return
@@ -714,6 +766,25 @@ class Store:
             except Exception:  # noqa: BLE001 - the journal failed; appends will report it
                 if self._closed:
                     return
+
+    def _file_rows(self, idx: list[tuple[Segment, list[Any], int]]) -> dict[int, dict[int, int]]:
+        """The files-table rows changed by indexing ``idx`` (metadata invariant 6)."""
+        if not idx:
+            return {}
+        bases = self._journal.files()
+        rows: dict[int, dict[int, int]] = {}
+        for seg, e, _ in idx:
+            i = bisect_right(bases, e[2]) - 1
+            if i < 0:
+                continue
+            base = bases[i]
+            row = rows.get(base)
+            if row is None:
+                row = rows[base] = dict(self._file_ends.get(base, {}))
+            if e[1] > row.get(seg.uid, 0):
+                row[seg.uid] = e[1]
+        self._file_ends.update(rows)
+        return rows
 
     def checkpoint(self) -> int:
         """Write lengths, writer sequences and the section index to LMDB up to the current
@@ -727,11 +798,13 @@ class Store:
                 writers, self._dirty_writers = self._dirty_writers, {}
                 with self._index_lock:
                     idx, self._idx_pending = self._idx_pending, []
+            files = self._file_rows(idx)
             try:
                 self._journal.make_durable(written, "checkpoint")
                 self._meta.checkpoint(
                     written, lengths, writers,
                     ((seg.uid, e[0], e[2], e[1] - e[0], nev) for seg, e, nev in idx),
+                    files,
                 )
             except BaseException:
                 with self._append_lock:

@@ -31,6 +31,9 @@ __all__ = [
     "split_seg_key",
 ]
 
+RETENTION_TYPES = ("none", "manual", "last_checkpoint")
+
+
 def seg_key(stream_key: str, sid: int) -> str:
     return f"{stream_key}/{sid}"
 
@@ -101,6 +104,9 @@ class ReaderGroupConfig:
     ``{stream: StreamCut}``; a stream without an end cut is read until it is sealed.
     ``automatic_checkpoint_interval``: seconds between silent checkpoints (None: off).
     ``max_outstanding_checkpoints``: how many user checkpoints may be pending at once.
+    ``retention``: whether the group holds back its streams' consumption-based retention
+    (docs/retention.md): ``"none"`` (not a subscriber), ``"last_checkpoint"`` (up to its last
+    completed checkpoint) or ``"manual"`` (up to the cut given to ``update_retention_cut``).
     """
 
     streams: tuple[tuple[str, str], ...]
@@ -108,6 +114,7 @@ class ReaderGroupConfig:
     end: tuple[StreamCut, ...] = ()
     automatic_checkpoint_interval: float | None = 30.0
     max_outstanding_checkpoints: int = 3
+    retention: str = "none"
 
     def __post_init__(self) -> None:
         raw = self.streams
@@ -132,6 +139,10 @@ class ReaderGroupConfig:
         m = self.max_outstanding_checkpoints
         if isinstance(m, bool) or not isinstance(m, int) or not 1 <= m <= 1000:
             raise InvalidConfigurationError(f"max_outstanding_checkpoints must be an int 1..1000, got {m!r}")
+        if self.retention not in RETENTION_TYPES:
+            raise InvalidConfigurationError(
+                f"retention must be one of {', '.join(map(repr, RETENTION_TYPES))}, got {self.retention!r}"
+            )
 
     def start_cut(self, scope: str, stream: str) -> StreamCut | None:
         return next((c for c in self.start if (c.scope, c.stream) == (scope, stream)), None)
@@ -152,6 +163,7 @@ class ReaderGroupConfig:
             "end": [c.to_text() for c in self.end],
             "automatic_checkpoint_interval": self.automatic_checkpoint_interval,
             "max_outstanding_checkpoints": self.max_outstanding_checkpoints,
+            "retention": self.retention,
         }
 
     @classmethod
@@ -162,6 +174,7 @@ class ReaderGroupConfig:
             end=[StreamCut.from_text(t) for t in d["end"]],
             automatic_checkpoint_interval=d["automatic_checkpoint_interval"],
             max_outstanding_checkpoints=d["max_outstanding_checkpoints"],
+            retention=d.get("retention", "none"),
         )
 
 

@@ -19,7 +19,7 @@ from __future__ import annotations
 
 import html
 import threading
-from typing import Any
+from typing import Any, Iterable, Mapping
 
 from ..errors import (
     CheckpointExistsError,
@@ -67,6 +67,16 @@ from .state import (
 )
 
 __all__ = ["ReaderGroup", "ReaderGroupService"]
+
+
+def _retention_cut(s: dict[str, Any]) -> dict[str, int] | None:
+    """A subscribed group's retention cut: its last checkpoint's, or the manual one."""
+    kind = s["config"].get("retention", "none")
+    if kind == "last_checkpoint":
+        return s["done"][-1]["cuts"] if s["done"] else None
+    if kind == "manual":
+        return s.get("retention_cut") or None
+    return None
 
 
 def _seg_name(k: str) -> str:
@@ -168,6 +178,20 @@ class ReaderGroupService:
             self.store._meta.delete_group(name)
             del self.groups[name]
             gs.mark_deleted()
+
+    def subscriber_cuts(self, stream_key: str) -> list[dict[int, int] | None]:
+        """For retention: the cut (a frontier) of every subscribed group reading the stream,
+        None for a subscriber without one yet."""
+        out: list[dict[int, int] | None] = []
+        for gs in list(self.groups.values()):
+            s = gs.state
+            if gs.deleted or s["config"].get("retention", "none") == "none" \
+                    or stream_key not in s["config"]["streams"]:
+                continue
+            cut = {sid: off for k, off in (_retention_cut(s) or {}).items()
+                   for skey, sid in [split_seg_key(k)] if skey == stream_key}
+            out.append(cut or None)
+        return out  # a damaged group's state cannot be read: it holds nothing back
 
     def names(self) -> list[str]:
         self.store._check_open()
@@ -307,6 +331,45 @@ class ReaderGroup:
         """The most recently completed checkpoint (automatic ones included), or None."""
         s = self._check()
         return checkpoint_from(s["done"][-1], s["config"]["streams"]) if s["done"] else None
+
+    def update_retention_cut(self, cuts: StreamCut | Checkpoint | Mapping[Any, StreamCut] | Iterable[StreamCut]) -> None:
+        """Tell the store this group no longer needs data before ``cuts`` (a group created
+        with ``retention="manual"``): consumption-based retention may truncate up to the
+        slowest subscriber's cut (docs/retention.md)."""
+        s = self._check()
+        if s["config"].get("retention", "none") != "manual":
+            raise InvalidConfigurationError(
+                f"reader group {self.name!r} has retention={s['config'].get('retention', 'none')!r}; "
+                "update_retention_cut needs a group created with retention='manual'"
+            )
+        if isinstance(cuts, Checkpoint):
+            cuts = cuts.stream_cuts
+        config = ReaderGroupConfig.from_json(s["config"]).with_start(cuts)
+        named: dict[str, int] = {}
+        for cut in config.start:
+            st = self._store._stream(cut.scope, cut.stream)
+            self._store._resolve_cut(st, cut, f"retention cut of group {self.name!r}")
+            for sid, off in cut.positions or ():
+                named[seg_key(st.key, sid)] = off
+
+        def fn(s2: dict[str, Any]) -> bool:
+            current = dict(s2.get("retention_cut") or {})
+            for skey in {split_seg_key(k)[0] for k in named}:
+                current = {k: v for k, v in current.items() if split_seg_key(k)[0] != skey}
+            current.update(named)
+            s2["retention_cut"] = current
+            return True
+
+        self._gs.update(fn)
+
+    def retention_cuts(self) -> dict[tuple[str, str], StreamCut]:
+        """The cuts this group holds its streams' retention at (empty if it is no subscriber or
+        has no cut yet)."""
+        s = self._check()
+        cuts = _retention_cut(s)
+        if not cuts:
+            return {}
+        return dict(checkpoint_from({"name": "", "cuts": cuts}, s["config"]["streams"]).stream_cuts)
 
     def get_stream_cuts(self) -> dict[tuple[str, str], StreamCut]:
         """One StreamCut per stream: the last completed checkpoint's, or where the group (or

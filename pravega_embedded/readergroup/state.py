@@ -15,7 +15,8 @@ The document::
      "checkpoints": [{"id", "name", "silent", "ns", "pending": [reader_id], "known": {seg: offset},
                       "positions": {seg: offset}}],          # outstanding, oldest first
      "done": [{"id", "name", "silent", "ns", "cuts": {seg: offset}}],   # the last 64 completed
-     "next_cp": int, "last_auto_ns": int}
+     "next_cp": int, "last_auto_ns": int,
+     "retention_cut": {seg: offset}}          # optional: update_retention_cut (manual retention)
 
 ``seg`` is ``"scope/stream/segment_id"``. A reader's ``segments`` offsets are where it stands as
 of its last checkpoint (or where it acquired the segment): releasing a reader "at its last
@@ -112,6 +113,8 @@ def parse_state(name: str, raw: bytes) -> dict[str, Any]:
         ReaderGroupConfig.from_json(s["config"])
         for f in ("start", "ends", "unassigned", "completed"):
             _offsets(f, s.get(f))
+        if "retention_cut" in s:
+            _offsets("retention_cut", s["retention_cut"])
         readers = s.get("readers")
         if not isinstance(readers, dict):
             raise ValueError("readers is not an object")
