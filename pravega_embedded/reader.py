@@ -28,6 +28,7 @@ from .errors import (
     InvalidEventPointerError,
     InvalidStreamCutError,
     ReaderClosedError,
+    StorageError,
     StoreClosedError,
     StreamNotFoundError,
     TruncatedDataError,
@@ -128,12 +129,21 @@ class SegmentSource:
     def read(self, offset: int, limit: int, *, copy: bool = True) -> tuple[Any, int]:
         """Complete frames from ``offset`` to the end of its section or ``limit``: (bytes, end).
         With copy=False a cached section comes back as a read-only memoryview (no copy)."""
-        start, end, pos, data = self.section(offset)
-        stop = min(end, limit)
-        if data is not None:
-            view = data[offset - start : stop - start]
-            return (bytes(view) if copy else view.toreadonly()), stop
-        return self.store._journal.pread(pos + (offset - start), stop - offset), stop
+        try:
+            start, end, pos, data = self.section(offset)
+            stop = min(end, limit)
+            if data is not None:
+                view = data[offset - start : stop - start]
+                return (bytes(view) if copy else view.toreadonly()), stop
+            return self.store._journal.pread(pos + (offset - start), stop - offset), stop
+        except (CorruptDataError, StorageError):
+            seg = self.seg
+            head = seg.stream.head.get(seg.segment_id, 0)
+            if offset < head:  # truncated (and its journal file deleted) meanwhile
+                raise TruncatedDataError(
+                    f"offset {offset} of segment {seg.name} was truncated (head {head})"
+                ) from None
+            raise
 
     def check_boundary(self, offset: int, what: str) -> None:
         """Raise InvalidStreamCutError unless ``offset`` starts a frame (or is the end)."""
@@ -327,7 +337,11 @@ class EventStreamReader:
                 if pos >= visible:
                     unsynced = True
                     continue
-                data, stop = src.read(pos, min(limit, visible))
+                try:
+                    data, stop = src.read(pos, min(limit, visible))
+                except TruncatedDataError:
+                    self._skip_truncated()  # raises once, having moved to the head
+                    raise
                 evs = events_from(data, pos, seg.segment_id, st.names, self._ser, self._frames,
                                   f"read of {seg.name}")
                 self._pos[sid] = stop

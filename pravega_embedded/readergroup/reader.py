@@ -263,7 +263,11 @@ class GroupReader:
             if pos >= visible:
                 self._unsynced = True
                 continue
-            data, stop = src.read(pos, min(limit, visible))
+            try:
+                data, stop = src.read(pos, min(limit, visible))
+            except TruncatedDataError:
+                o[2] = max(o[2], st.head.get(seg.segment_id, 0))  # go on from the head next time
+                raise
             ctx = _Context(st.names)
             ctx.key = k  # type: ignore[attr-defined]
             ctx.base = {key: ob[2] for key, ob in self._owned.items()}  # type: ignore[attr-defined]
