@@ -13,7 +13,7 @@ import sys
 import time
 from typing import Any, Sequence
 
-from . import cli_groups, errors
+from . import cli_groups, cli_scaling, errors
 from .config import ScalingPolicy, StreamConfiguration
 from .store import open as open_store
 from .streamcut import StreamCut, format_segment_id
@@ -77,6 +77,7 @@ def _parser() -> argparse.ArgumentParser:
     s.add_argument("stream", type=_stream_arg, metavar="SCOPE/STREAM")
     s.add_argument("cut", type=_cut_arg)
     cli_groups.add_parser(sub, _stream_arg, _cut_arg)
+    cli_scaling.add_parser(sub, _stream_arg)
     s = sub.add_parser("demo", help="write and read back a small sensor stream")
     s.add_argument("--events", type=int, default=100_000)
     return p
@@ -244,6 +245,8 @@ def main(argv: Sequence[str] | None = None) -> int:
                 store.truncate_stream(*args.stream, args.cut)
             elif args.cmd == "reader-group":
                 return cli_groups.run(store, args)
+            elif args.cmd in cli_scaling.COMMANDS:
+                return cli_scaling.run(store, args)
         return 0
     except errors.PravegaEmbeddedError as exc:
         print(f"pravega-embedded: error: {exc}", file=sys.stderr)
