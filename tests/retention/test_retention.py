@@ -1,0 +1,287 @@
+"""Retention by time, size and consumption: what is truncated, what is kept, and that the disk
+is given back (journal bytes on disk measured)."""
+
+from __future__ import annotations
+
+import os
+import time
+
+import pytest
+
+import pravega_embedded as pe
+from pravega_embedded.errors import InvalidConfigurationError, TruncatedDataError
+
+FAST = dict(durability="os", roll_bytes=1 << 20, maintenance_interval=0.05, retention_interval=0.1,
+            checkpoint_interval=0.1)
+
+
+def journal_bytes(path) -> int:
+    d = os.path.join(path, "journal")
+    total = 0
+    for f in os.listdir(d):
+        try:
+            total += os.path.getsize(os.path.join(d, f))
+        except FileNotFoundError:
+            pass  # deleted by retention while we looked
+    return total
+
+
+def wait_for(cond, timeout=15.0, what="condition"):
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if cond():
+            return
+        time.sleep(0.02)
+    raise AssertionError(f"timed out waiting for {what}")
+
+
+def write_batches(w, batches, per_batch=1000, size=500, start=0, pause=0.0):
+    """Write ``batches`` flushed batches of events b"<n>:<padding>"; returns the next n."""
+    n = start
+    for _ in range(batches):
+        for _ in range(per_batch):
+            w.write_event(f"{n}:".encode() + b"x" * size, routing_key=f"k{n % 13}")
+            n += 1
+        w.flush()
+        if pause:
+            time.sleep(pause)
+    return n
+
+
+def numbers(store, scope="s", stream="x"):
+    """The event numbers in the stream, sorted, after checking none repeats and that per key
+    (n % 13) they come in write order."""
+    got = [int(ev.event.split(b":")[0]) for ev in store.read_slice(scope, stream)]
+    assert len(got) == len(set(got))
+    for k in range(13):
+        per_key = [x for x in got if x % 13 == k]
+        assert per_key == sorted(per_key)
+    return sorted(got)
+
+
+def test_by_size_keeps_at_least_min_and_reclaims_disk(tmp_path):
+    with pe.open(tmp_path, **FAST) as store:
+        store.create_scope("s")
+        store.create_stream("s", "x", pe.StreamConfiguration(
+            retention=pe.RetentionPolicy.by_size(bytes=2 << 20)))
+        w = store.create_writer("s", "x", writer_id="w")
+        n = write_batches(w, 20, pause=0.15)  # ~10 MB in 20 marks
+        wait_for(lambda: store._retention.files_deleted >= 3, what="journal files deleted")
+        info = store.stream_info("s", "x")
+        assert info.length >= 2 << 20  # at least min kept
+        assert info.length < 6 << 20  # and the rest truncated
+        assert journal_bytes(tmp_path) < 6 << 20  # the disk was given back
+        got = numbers(store)
+        assert got == list(range(got[0], n))  # the newest data, nothing missing
+
+
+def test_by_time_truncates_what_is_older_than_min(tmp_path):
+    with pe.open(tmp_path, **FAST) as store:
+        store.create_scope("s")
+        store.create_stream("s", "x", pe.StreamConfiguration(
+            retention=pe.RetentionPolicy.by_time(seconds=1.0)))
+        w = store.create_writer("s", "x", writer_id="w")
+        old_end = write_batches(w, 8)
+        before = journal_bytes(tmp_path)
+        time.sleep(0.3)
+        new_end = write_batches(w, 1, start=old_end)
+        t_new = time.time()
+        # the old batches are truncated once they are older than 1 s, not before
+        assert numbers(store)[0] == 0
+        wait_for(lambda: numbers(store)[0] >= old_end, what="old data truncated")
+        assert time.time() - t_new > 0.6  # not truncated before min (mark granularity 0.1 s)
+        got = numbers(store)
+        assert got == list(range(got[0], new_end))
+        wait_for(lambda: journal_bytes(tmp_path) < before / 2, what="disk reclaimed")
+
+
+def test_none_policy_never_truncates(tmp_path):
+    with pe.open(tmp_path, **FAST) as store:
+        store.create_scope("s")
+        store.create_stream("s", "x")
+        w = store.create_writer("s", "x", writer_id="w")
+        n = write_batches(w, 6, pause=0.1)
+        time.sleep(0.5)
+        assert numbers(store) == list(range(n))
+        assert store._retention.truncations == 0
+
+
+def test_consumption_last_checkpoint_truncates_only_what_the_group_has_checkpointed(tmp_path):
+    with pe.open(tmp_path, **FAST) as store:
+        store.create_scope("s")
+        store.create_stream("s", "x", pe.StreamConfiguration(
+            scaling=pe.ScalingPolicy.fixed(2), retention=pe.RetentionPolicy.by_consumption()))
+        group = store.create_reader_group("g", pe.ReaderGroupConfig(
+            streams=[("s", "x")], automatic_checkpoint_interval=None, retention="last_checkpoint"))
+        w = store.create_writer("s", "x", writer_id="w")
+        n = write_batches(w, 12)
+        before = journal_bytes(tmp_path)
+        time.sleep(0.4)
+        assert numbers(store)[:1] == [0]  # no checkpoint yet: nothing truncated
+        r = group.create_reader("r1")
+        seen = []
+        fut = None
+        while len(seen) < n // 2:
+            ev = r.read_next_event(1.0)
+            assert ev is not None
+            seen.append(int(ev.event.split(b":")[0]))
+        fut = group.initiate_checkpoint("half")
+        while True:
+            ev = r.read_next_event(1.0)
+            if ev.is_checkpoint:
+                break
+            seen.append(int(ev.event.split(b":")[0]))
+        r.read_next_event(0)  # the reader records its checkpoint position on its next call
+        cp = fut.result(5)
+        wait_for(lambda: store.stream_info("s", "x").head == cp.stream_cut("s", "x"),
+                 what="truncation at the checkpoint")
+        remaining = numbers(store)
+        assert set(remaining) | set(seen) == set(range(n))  # nothing unread was truncated
+        assert not set(remaining) & set(seen)  # exactly the read part went
+        wait_for(lambda: journal_bytes(tmp_path) < before * 0.75, what="disk reclaimed")
+        r.close()
+
+
+def test_manual_retention_cut(tmp_path):
+    with pe.open(tmp_path, **FAST) as store:
+        store.create_scope("s")
+        store.create_stream("s", "x", pe.StreamConfiguration(retention=pe.RetentionPolicy.by_consumption()))
+        group = store.create_reader_group("g", pe.ReaderGroupConfig(
+            streams=[("s", "x")], automatic_checkpoint_interval=None, retention="manual"))
+        other = store.create_reader_group("plain", pe.ReaderGroupConfig(streams=[("s", "x")]))
+        with pytest.raises(InvalidConfigurationError):
+            other.update_retention_cut(store.stream_info("s", "x").tail)
+        w = store.create_writer("s", "x", writer_id="w")
+        n = write_batches(w, 4)
+        r = store.create_reader("s", "x")
+        read = {int(r.read_next_event(1).event.split(b":")[0]) for _ in range(1234)}
+        cut = r.position()
+        group.update_retention_cut(cut)
+        assert group.retention_cuts() == {("s", "x"): cut}
+        wait_for(lambda: store.stream_info("s", "x").head == cut, what="truncation at the manual cut")
+        assert numbers(store) == sorted(set(range(n)) - read)
+
+
+def test_slowest_subscriber_wins_and_max_forces(tmp_path):
+    with pe.open(tmp_path, **FAST) as store:
+        store.create_scope("s")
+        store.create_stream("s", "x", pe.StreamConfiguration(
+            retention=pe.RetentionPolicy.by_time(seconds=0, max=1.0)))
+        fast = store.create_reader_group("fast", pe.ReaderGroupConfig(
+            streams=[("s", "x")], automatic_checkpoint_interval=None, retention="manual"))
+        store.create_reader_group("slow", pe.ReaderGroupConfig(
+            streams=[("s", "x")], automatic_checkpoint_interval=None, retention="manual"))
+        w = store.create_writer("s", "x", writer_id="w")
+        n = write_batches(w, 4)
+        fast.update_retention_cut(store.stream_info("s", "x").tail)
+        time.sleep(0.5)
+        assert numbers(store)[0] == 0  # "slow" has no cut: it holds retention back ...
+        t0 = time.time()
+        wait_for(lambda: numbers(store) == [], what="max forces truncation")
+        assert time.time() - t0 > 0.3  # ... until the data is older than max (1 s)
+        # a reader of the slow group was behind: it is told once, then goes on from the head
+        n2 = write_batches(w, 1, start=n)
+        slow = store.get_reader_group("slow")
+        r = slow.create_reader("r")
+        # the group started at offset 0, which is truncated now
+        with pytest.raises(TruncatedDataError):
+            r.read_next_event(1)
+        got = []
+        while len(got) < n2 - n:
+            ev = r.read_next_event(2)
+            assert ev is not None and not ev.is_checkpoint
+            got.append(int(ev.event.split(b":")[0]))
+        assert sorted(got) == list(range(n, n2))
+
+
+def test_standalone_reader_truncated_under_it_gets_one_error_and_continues(tmp_path):
+    with pe.open(tmp_path, **FAST) as store:
+        store.create_scope("s")
+        store.create_stream("s", "x")
+        w = store.create_writer("s", "x", writer_id="w")
+        n = write_batches(w, 6)
+        r = store.create_reader("s", "x")
+        assert int(r.read_next_event(1).event.split(b":")[0]) == 0
+        r2 = store.create_reader("s", "x")
+        read = {int(r2.read_next_event(1).event.split(b":")[0]) for _ in range(4000)}
+        store.truncate_stream("s", "x", r2.position())
+        store.reclaim()
+        r._it = iter(())  # drop the buffered chunk: the next read goes to the (deleted) data
+        with pytest.raises(TruncatedDataError):
+            r.read_next_event(1)
+        rest = []
+        while (ev := r.read_next_event(0.2)) is not None:
+            rest.append(int(ev.event.split(b":")[0]))
+        assert sorted(rest) == sorted(set(range(n)) - read)
+
+
+def test_reclaim_survives_reopen_and_deleted_streams_give_disk_back(tmp_path):
+    with pe.open(tmp_path, **FAST) as store:
+        store.create_scope("s")
+        store.create_stream("s", "x")
+        store.create_stream("s", "gone")
+        wx = store.create_writer("s", "x", writer_id="w")
+        wg = store.create_writer("s", "gone", writer_id="w")
+        n = write_batches(wx, 4)
+        write_batches(wg, 4)
+        wx.close()
+        wg.close()
+        before = journal_bytes(tmp_path)
+        store.delete_stream("s", "gone")
+        store.reclaim()  # (delete_stream reclaims too, once the checkpoint covers the files)
+        after_delete = journal_bytes(tmp_path)
+        assert after_delete <= before - 1_000_000  # the file holding only its data
+        tail = store.stream_info("s", "x").tail
+        store.truncate_stream("s", "x", tail)
+        store.reclaim()
+        assert journal_bytes(tmp_path) < before / 3
+        assert store._retention.bytes_reclaimed >= before - journal_bytes(tmp_path) - 4096
+    with pe.open(tmp_path, **FAST) as store:
+        assert numbers(store) == []
+        assert store.stream_info("s", "x").head == tail
+        w = store.create_writer("s", "x", writer_id="w")
+        assert w.last_sequence == n - 1  # writer sequences survive the reclaimed files
+        write_batches(w, 1, start=n)
+        assert numbers(store) == list(range(n, n + 1000))
+
+
+def test_truncating_scaled_segments_reclaims_them(tmp_path):
+    with pe.open(tmp_path, **FAST) as store:
+        store.create_scope("s")
+        store.create_stream("s", "x")
+        w = store.create_writer("s", "x", writer_id="w")
+        n = write_batches(w, 4)
+        (sid,) = [s.segment_id for s in store.stream_info("s", "x").current_segments]
+        store.scale_stream("s", "x", seal=[sid], new_ranges=[(0.0, 0.5), (0.5, 1.0)])
+        n = write_batches(w, 4, start=n)
+        info = store.stream_info("s", "x")
+        before = journal_bytes(tmp_path)
+        cut = pe.StreamCut.of("s", "x", {s.segment_id: 0 for s in info.current_segments})
+        store.truncate_stream("s", "x", cut)  # everything of epoch 0 goes
+        store.reclaim()
+        assert journal_bytes(tmp_path) < before - (1 << 20)
+        got = numbers(store)
+        assert sorted(got) == list(range(4000, n))
+        head = store.stream_info("s", "x").head
+        assert head == cut and sid not in head.as_dict()
+
+
+def test_retention_policy_validation():
+    with pytest.raises(InvalidConfigurationError):
+        pe.RetentionPolicy.by_time(days=-1)
+    with pytest.raises(InvalidConfigurationError):
+        pe.RetentionPolicy.by_time(seconds=10, max=5)
+    with pytest.raises(InvalidConfigurationError):
+        pe.RetentionPolicy.by_size(bytes=-5)
+    with pytest.raises(InvalidConfigurationError):
+        pe.RetentionPolicy.by_size(bytes=10, max_bytes=5)
+    with pytest.raises(InvalidConfigurationError):
+        pe.RetentionPolicy.by_size(bytes=1.5)
+    with pytest.raises(InvalidConfigurationError):
+        pe.ReaderGroupConfig(streams=[("s", "x")], retention="sometimes")
+    p = pe.RetentionPolicy.by_time(days=7)
+    assert (p.kind, p.min, p.max) == ("time", 7 * 86400.0, None)
+    for pol in (p, pe.RetentionPolicy.by_size(bytes=10 * 2**30, max_bytes=20 * 2**30),
+                pe.RetentionPolicy.by_consumption(), pe.RetentionPolicy.none(),
+                pe.RetentionPolicy.by_time(hours=1, max=pe.config.timedelta(days=1))):
+        assert pe.RetentionPolicy.from_json(pol.to_json()) == pol
