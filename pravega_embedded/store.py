@@ -27,18 +27,17 @@ Thread-safety: all public methods are thread-safe.
 from __future__ import annotations
 
 import fcntl
-from bisect import bisect_right
 import os
 import shutil
 import tempfile
 import threading
 import time
 import weakref
-from array import array
+from bisect import bisect_right
 from collections import deque
 from typing import Any, Callable
 
-from ._native import check, ffi, lib
+from .append import append_events
 from .config import StreamConfiguration
 from .errors import (
     CorruptDataError,
@@ -61,13 +60,13 @@ from .journal import DURABILITY_MODES, Journal
 from .metadata import Metadata
 from .names import validate_scope, validate_stream, validate_writer_id
 from .reader import EventStreamReader, SegmentSource, Slice
-from .routing import equal_ranges, key_point, owner_index
+from .retention import Retention
+from .routing import equal_ranges
+from .scaling import DEFAULT_WINDOWS, AutoScaler, commit_scale, rescale_ranges
 from .segment import Segment
 from .stream import StreamInfo, StreamState
 from .streamcut import StreamCut, segment_id
 from .topology import check_cut, upper_bound
-from .retention import Retention
-from .scaling import DEFAULT_WINDOWS, AutoScaler, commit_scale, rescale_ranges
 from .watch import SegmentCountChange, SegmentWatcher
 from .writer import MAX_BATCH_BYTES, EventStreamWriter
 
@@ -82,31 +81,6 @@ def register_service(name: str, factory: Callable[["Store"], Any]) -> None:
     """Make ``factory(store)`` the store's ``name`` service (created on first use)."""
     _SERVICES[name] = factory
 
-_REC_FIXED = lib.PE_RECORD_HEADER_SIZE + lib.PE_EVENTS_HEADER_SIZE
-_SEC = lib.PE_SECTION_HEADER_SIZE
-_FRAME = lib.PE_FRAME_HEADER_SIZE
-_NO_KEY = lib.PE_NO_KEY
-_new_uncleared = ffi.new_allocator(should_clear_after_alloc=False)
-
-
-def _reroute(st: StreamState, by_seg: dict[Segment, list[tuple[bytes | None, list[bytes]]]]
-             ) -> dict[Segment, list[tuple[bytes | None, list[bytes]]]]:
-    """Move the groups of sealed segments to the open segments now owning their keys (keyless
-    groups spread over them)."""
-    lows, open_segs = st.routing
-    out: dict[Segment, list[tuple[bytes | None, list[bytes]]]] = {}
-    spread = 0
-    for seg, glist in by_seg.items():
-        for kb, lst in glist:
-            if not seg.sealed:
-                target = seg
-            elif kb is None:
-                target = open_segs[spread % len(open_segs)]
-                spread += 1
-            else:
-                target = open_segs[owner_index(lows, key_point(kb.decode("utf-8")))]
-            out.setdefault(target, []).append((kb, lst))
-    return out
 
 
 class Store:
@@ -646,90 +620,8 @@ class Store:
     # ------------------------------------------------------------------ the append path
     def _append_events(self, st: StreamState, wid: bytes, first: int, last: int,
                        by_seg: dict[Segment, list[tuple[bytes | None, list[bytes]]]]) -> int:
-        while True:
-            end = self._try_append(st, wid, first, last, by_seg)
-            if end is not None:
-                return end
-            by_seg = _reroute(st, by_seg)  # a scaling sealed a target meanwhile (writer invariant 5)
-
-    def _try_append(self, st: StreamState, wid: bytes, first: int, last: int,
-                    by_seg: dict[Segment, list[tuple[bytes | None, list[bytes]]]]) -> int | None:
-        nsec = len(by_seg)
-        ngroups = sum(map(len, by_seg.values()))
-        sections = ffi.new("pe_section[]", nsec)
-        groups = ffi.new("pe_group[]", ngroups)
-        keys: list[bytes] = []
-        evs: list[bytes] = []
-        extra = 0
-        gi = 0
-        segs = list(by_seg)
-        for si, seg in enumerate(segs):
-            glist = by_seg[seg]
-            sections[si].segment_uid = seg.uid
-            sections[si].n_groups = len(glist)
-            for kb, lst in glist:
-                g = groups[gi]
-                gi += 1
-                n = len(lst)
-                g.n_events = n
-                if kb is None:
-                    g.key_len = _NO_KEY
-                    extra += _FRAME * n
-                else:
-                    g.key_len = len(kb)
-                    keys.append(kb)
-                    extra += (_FRAME + len(kb)) * n
-                evs += lst
-        payload = b"".join(evs)
-        lens = array("I", map(len, evs))
-        keys_b = b"".join(keys)
-        size = _REC_FIXED + len(wid) + _SEC * nsec + extra + len(payload)
-        out = _new_uncleared("char[]", size)  # C writes every byte: no zero-fill pass
-        outs = ffi.new("uint64_t[3]")
-        with self._append_lock:
-            if st.deleted:
-                raise StreamNotFoundError(f"stream {st.key} was deleted")
-            for si, seg in enumerate(segs):
-                if seg.sealed:
-                    if st.sealed:
-                        raise StreamSealedError(f"segment {seg.name} is sealed")
-                    return None
-                sections[si].segment_offset = seg.length
-            with self._journal.use() as handle:
-                status = lib.pe_journal_append_events(
-                    handle, wid, len(wid), first, last, time.time_ns(), sections, nsec, groups,
-                    ngroups, keys_b, len(keys_b), ffi.from_buffer("uint32_t[]", lens), len(evs),
-                    payload, len(payload), out, size, outs, outs + 1, outs + 2)
-            if status != lib.PE_OK:
-                check(status, f"append to {st.key}")
-            rec_pos = outs[1]
-            view = memoryview(ffi.buffer(out))  # keeps `out` alive for the tail cache
-            entries = []
-            with self._index_lock:
-                for si, seg in enumerate(segs):
-                    sec = sections[si]
-                    nbytes = sec.n_bytes
-                    rel = sec.data_pos - rec_pos
-                    entry = seg.add_section(seg.length, nbytes, sec.data_pos, view[rel : rel + nbytes])
-                    entries.append(entry)
-                    self._idx_pending.append((seg, entry, sec.n_events))
-                    seg.length += nbytes
-                    seg.events_in += sec.n_events
-                    seg.bytes_in += nbytes
-                    self._dirty_lengths.add(seg.uid)
-                self._tail.append((size, entries))
-                self._tail_bytes += size
-                while self._tail_bytes > self.tail_cache_bytes and len(self._tail) > 1:
-                    nb, old = self._tail.popleft()
-                    self._tail_bytes -= nb
-                    for e in old:
-                        e[3] = None
-            wk = (st.key, wid.decode("utf-8", "surrogateescape"))
-            self._writer_seqs[wk] = last
-            self._dirty_writers[wk] = last
-            end = outs[2]
-        st.notify()
-        return end
+        """Append one writer batch (see ``append.append_events``); returns its journal end."""
+        return append_events(self, st, wid, first, last, by_seg)
 
     # ------------------------------------------------------------------ background threads
     def _wake_linger(self) -> None:
