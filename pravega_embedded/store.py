@@ -1,10 +1,12 @@
 """The store: one directory, one journal, one metadata environment, many streams.
 
 Owns: the store directory and its process lock, recovery at open, every topology operation
-(scopes, streams, seal, truncate, delete), the append path shared by all writers, the tail
-cache, and two background threads: the linger thread (drains writers whose batch is older than
-their linger) and the checkpoint thread (writes segment lengths, writer sequences and the
-section index to LMDB so recovery replays only the journal after the last checkpoint).
+(scopes, streams, seal, scale, truncate, delete; scaling itself is in ``scaling``, the append
+path in ``append``), the tail cache, and three background threads: the linger thread (drains
+writers whose batch is older than their linger), the checkpoint thread (writes segment lengths,
+writer sequences, the section index and the files table to LMDB so recovery replays only the
+journal after the last checkpoint) and the maintenance thread (auto-scaling, retention and
+reclaiming disk, every ``maintenance_interval`` seconds).
 
 Directory layout (bytes in docs/format.md)::
 
