@@ -144,7 +144,8 @@ class StreamState:
         return self.epochs[-1][0]
 
     def add_segment(self, seg: Segment) -> None:
-        """Add a segment (at load or creation); links it to its predecessors."""
+        """Add a segment (at load or creation, in ascending id order: predecessors first);
+        links it to its predecessors."""
         self._link(seg)
         if not seg.sealed:
             self._set_open(self.open_segments + [seg])
@@ -156,9 +157,6 @@ class StreamState:
             pred = self.segments.get(p)
             if pred is not None and seg.segment_id not in pred.succs:
                 pred.succs = tuple(sorted(pred.succs + (seg.segment_id,)))
-        for other in self.segments.values():  # loaded out of order: link successors seen earlier
-            if seg.segment_id in other.preds and other.segment_id not in seg.succs:
-                seg.succs = tuple(sorted(seg.succs + (other.segment_id,)))
 
     def _set_open(self, segs: list[Segment]) -> None:
         segs = sorted(segs, key=lambda s: s.low)

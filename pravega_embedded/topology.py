@@ -169,8 +169,10 @@ def check_scale(open_segments: Mapping[int, Any], seal: Sequence[int],
         raise InvalidConfigurationError(f"scale {name}: a segment is named twice in seal")
     for sid in seal:
         if isinstance(sid, bool) or not isinstance(sid, int) or sid not in open_segments:
+            shown = format_segment_id(sid) if isinstance(sid, int) and not isinstance(sid, bool) \
+                and 0 <= sid < (1 << 64) else repr(sid)
             raise InvalidConfigurationError(
-                f"scale {name}: {sid!r} is not an open segment (open: "
+                f"scale {name}: {shown} is not an open segment (open: "
                 f"{', '.join(format_segment_id(s) for s in sorted(open_segments))})"
             )
     if isinstance(new_ranges, (str, bytes)) or not isinstance(new_ranges, Sequence) or not new_ranges:
