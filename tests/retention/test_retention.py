@@ -285,3 +285,45 @@ def test_retention_policy_validation():
                 pe.RetentionPolicy.by_consumption(), pe.RetentionPolicy.none(),
                 pe.RetentionPolicy.by_time(hours=1, max=pe.config.timedelta(days=1))):
         assert pe.RetentionPolicy.from_json(pol.to_json()) == pol
+
+
+def test_update_stream_turns_retention_on(tmp_path):
+    with pe.open(tmp_path, **FAST) as store:
+        store.create_scope("s")
+        store.create_stream("s", "x")
+        w = store.create_writer("s", "x", writer_id="w")
+        n = write_batches(w, 6, pause=0.12)
+        time.sleep(0.3)
+        assert numbers(store)[0] == 0
+        store.update_stream("s", "x", pe.StreamConfiguration(
+            retention=pe.RetentionPolicy.by_size(bytes=1 << 20)))
+        assert store.stream_info("s", "x").config.retention.kind == "size"
+        # marks start now: once more than 1 MiB follows the first one, what came before goes
+        n = write_batches(w, 4, start=n, pause=0.12)
+        wait_for(lambda: numbers(store)[0] > 0, what="retention after update_stream")
+        assert numbers(store)[-1] == n - 1
+    with pe.open(tmp_path, **FAST) as store:  # the policy and the marks survive a reopen
+        assert store.stream_info("s", "x").config.retention == pe.RetentionPolicy.by_size(bytes=1 << 20)
+        assert store._retention.marks["s/x"]
+
+
+def test_files_table_is_rebuilt_for_a_store_that_predates_it(tmp_path):
+    with pe.open(tmp_path, **FAST) as store:
+        store.create_scope("s")
+        store.create_stream("s", "x")
+        w = store.create_writer("s", "x", writer_id="w")
+        write_batches(w, 5)
+        w.close()
+        store.checkpoint()
+        expected = dict(store._file_ends)
+        meta = store._meta
+        with meta.env.begin(write=True) as txn:  # what a store written before the table looks like
+            txn.delete(b"files_built", db=meta._store)
+            txn.drop(meta._files, delete=False)
+    with pe.open(tmp_path, **FAST) as store:
+        assert store._file_ends == expected and expected
+        tail = store.stream_info("s", "x").tail
+        before = journal_bytes(tmp_path)
+        store.truncate_stream("s", "x", tail)
+        store.reclaim()
+        assert journal_bytes(tmp_path) < before / 2
