@@ -83,7 +83,7 @@ def frontier(segs: Mapping[int, Any], full: Mapping[int, int]) -> dict[int, int]
         if not reached[sid]:
             continue
         succs = segs[sid].succs
-        if done[sid] and succs and all(reached[t] for t in succs):
+        if done[sid] and succs and all(reached.get(t, False) for t in succs):
             continue
         out[sid] = full.get(sid, 0)
     return out
