@@ -138,6 +138,7 @@ class StreamState:
         self.topology = 0  # bumped by every scaling: writers re-route, readers look again
         self.scale_watchers: list[Any] = []  # SegmentWatcher objects (store.watch_segments)
         self.last_scale_ns = 0  # monotonic ns of the last scaling (auto-scaler cooldown)
+        self._history: tuple[tuple[int, int], tuple[EpochInfo, ...]] | None = None  # cache
 
     @property
     def epoch(self) -> int:
@@ -186,6 +187,9 @@ class StreamState:
     def history(self) -> tuple[EpochInfo, ...]:
         """Every epoch with its segments (a segment is in the epochs from its creation to the
         scale that sealed it)."""
+        cached = self._history
+        if cached is not None and cached[0] == (self.topology, len(self.epochs)):
+            return cached[1]
         out = []
         segs = sorted(self.segments.values(), key=lambda s: s.low)
         for epoch, ns in self.epochs:
@@ -195,7 +199,9 @@ class StreamState:
                 if (s.segment_id >> 32) <= epoch and (s.sealed_epoch is None or epoch < s.sealed_epoch)
             )
             out.append(EpochInfo(epoch=epoch, time_ns=ns, segments=members))
-        return tuple(out)
+        result = tuple(out)
+        self._history = ((self.topology, len(self.epochs)), result)
+        return result
 
     def notify(self) -> None:
         self.version += 1
