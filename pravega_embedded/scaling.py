@@ -98,7 +98,6 @@ def commit_scale(store: Any, st: Any, seal: Sequence[int], new_ranges: Sequence[
         st.scaled(sealed, new, epoch, now)
         for seg in new:
             store._seg_by_uid[seg.uid] = seg
-        st.last_scale_ns = time.monotonic_ns()
     st.notify()
     store._scaled(st)
     return [s.segment_id for s in new]

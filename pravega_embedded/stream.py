@@ -137,7 +137,6 @@ class StreamState:
         self.next_number = next_number  # segment number of the next segment created
         self.topology = 0  # bumped by every scaling: writers re-route, readers look again
         self.scale_watchers: list[Any] = []  # SegmentWatcher objects (store.watch_segments)
-        self.last_scale_ns = 0  # monotonic ns of the last scaling (auto-scaler cooldown)
         self._history: tuple[tuple[int, int], tuple[EpochInfo, ...]] | None = None  # cache
 
     @property
