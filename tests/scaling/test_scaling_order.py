@@ -558,3 +558,164 @@ def test_scale_errors_under_load_do_not_disturb_readers_or_writers():
         assert store.stream_info(SCOPE, STREAM).epoch == 0
     finally:
         store.close()
+
+
+def _drain_group(group, n_readers: int, prefix: str, limit: int | None = None) -> list[tuple[str, int]]:
+    """Read with ``n_readers`` readers round-robin (one thread) until read completed (or
+    ``limit`` events); returns (key, seq) in delivery order."""
+    rs = [group.create_reader(f"{prefix}{i}") for i in range(n_readers)]
+    got: list[tuple[str, int]] = []
+    done: set[str] = set()
+    deadline = time.monotonic() + DEADLINE
+    while len(done) < n_readers and (limit is None or len(got) < limit):
+        assert time.monotonic() < deadline, "group never completed"
+        for r in rs:
+            if r.reader_id in done:
+                continue
+            ev = r.read_next_event(timeout=0)
+            if ev is None or ev.is_checkpoint:
+                continue
+            if ev.is_read_completed:
+                done.add(r.reader_id)
+            else:
+                got.append(parse(ev.event))
+    for r in rs:
+        r.close()
+    return got
+
+
+def _in_key_order(got: list[tuple[str, int]]) -> bool:
+    last: dict[str, int] = {}
+    for k, n in got:
+        if n <= last.get(k, -1):
+            return False
+        last[k] = n
+    return True
+
+
+def test_groups_from_old_cuts_and_a_reset_to_an_old_checkpoint():
+    store = make_store_and_stream()
+    try:
+        store.create_stream(SCOPE, STREAM, pe.StreamConfiguration(scaling=pe.ScalingPolicy.fixed(2)))
+        w = store.create_writer(SCOPE, STREAM, writer_id="w")
+        seqs: Counter[str] = Counter()
+        batches = []
+
+        def write(n: int) -> list[tuple[str, int]]:
+            out = []
+            for i in range(n):
+                k = KEYS[(len(batches) * 7 + i) % 40]
+                w.write_event(f"{k}:{seqs[k]}".encode(), routing_key=k)
+                out.append((k, seqs[k]))
+                seqs[k] += 1
+            w.flush()
+            batches.append(out)
+            return out
+
+        a = write(200)
+        cut0 = store.stream_info(SCOPE, STREAM).tail
+        write(200)
+        # a group read from the head, checkpointed half way, still in epoch 0
+        g = store.create_reader_group("g", pe.ReaderGroupConfig(streams=[(SCOPE, STREAM)],
+                                                                automatic_checkpoint_interval=None))
+        r = g.create_reader("r")
+        head_part = []
+        while len(head_part) < 300:
+            ev = r.read_next_event(timeout=1)
+            assert ev is not None
+            if not ev.is_checkpoint:
+                head_part.append(parse(ev.event))
+        fut = g.initiate_checkpoint("half")
+        ev = r.read_next_event(timeout=1)
+        assert ev.is_checkpoint
+        r.read_next_event(timeout=0)  # answers the checkpoint
+        cp = fut.result(timeout=10)
+        r.close()
+        # three scalings with writes in between
+        write(200)
+        store.scale_stream(SCOPE, STREAM, seal=[0], new_ranges=[(0.0, 0.1), (0.1, 0.5)])
+        write(200)
+        cur = [s.segment_id for s in store.stream_info(SCOPE, STREAM).current_segments]
+        store.scale_stream(SCOPE, STREAM, seal=[cur[1], cur[2]], new_ranges=[(0.1, 1.0)])
+        write(200)
+        cur = [s.segment_id for s in store.stream_info(SCOPE, STREAM).current_segments]
+        store.update_stream(SCOPE, STREAM, pe.StreamConfiguration(scaling=pe.ScalingPolicy.fixed(3)))
+        write(200)
+        w.close()
+        store.seal_stream(SCOPE, STREAM)
+        everything = [x for b in batches for x in b]
+        # a group starting at the epoch-0 cut reads exactly what came after it
+        g0 = store.create_reader_group("from-cut0", pe.ReaderGroupConfig(
+            streams=[(SCOPE, STREAM)], start=[cut0], automatic_checkpoint_interval=None))
+        got = _drain_group(g0, 3, "a")
+        assert Counter(got) == Counter(everything) - Counter(a)
+        assert _in_key_order(got)
+        # the old group reset to its epoch-0 checkpoint reads exactly the events after it
+        g.reset(cp)
+        got = _drain_group(g, 2, "b")
+        assert Counter(got) == Counter(everything) - Counter(head_part)
+        assert _in_key_order(got)
+        # a fresh group's unread bytes are every byte of every epoch, and 0 once read
+        g2 = store.create_reader_group("fresh", pe.ReaderGroupConfig(streams=[(SCOPE, STREAM)],
+                                                                    automatic_checkpoint_interval=None))
+        assert g2.unread_bytes() == sum(s.length for s in store.stream_info(SCOPE, STREAM).segments)
+        got = _drain_group(g2, 2, "c")
+        assert Counter(got) == Counter(everything) and _in_key_order(got)
+        assert g2.unread_bytes() == 0
+    finally:
+        store.close()
+
+
+def test_readers_leaving_and_joining_during_scalings_keep_exactly_once():
+    store = make_store_and_stream()
+    try:
+        store.create_stream(SCOPE, STREAM, pe.StreamConfiguration(scaling=pe.ScalingPolicy.fixed(1)))
+        group = store.create_reader_group(
+            "g", pe.ReaderGroupConfig(streams=[(SCOPE, STREAM)], automatic_checkpoint_interval=None))
+        delivery = Delivery()
+        leave = {f"r{i}": threading.Event() for i in range(5)}
+
+        def reader(rid: str) -> threading.Thread:
+            def run() -> None:
+                try:
+                    with group.create_reader(rid) as r:
+                        while not leave[rid].is_set():
+                            ev = r.read_next_event(timeout=0.05)
+                            if ev is None or ev.is_checkpoint:
+                                continue
+                            if ev.is_read_completed:
+                                with delivery.lock:
+                                    delivery.completed.append(rid)
+                                return
+                            delivery.event(rid, ev)
+                except BaseException as exc:  # noqa: BLE001
+                    delivery.errors.append(exc)
+
+            t = threading.Thread(target=run, daemon=True)
+            t.start()
+            return t
+
+        threads = {rid: reader(rid) for rid in ("r0", "r1", "r2")}
+        writers = Writers(store).start()
+
+        def between(i: int) -> None:
+            if i == 1:  # r1 leaves (closes: its segments are released at its exact position)
+                leave["r1"].set()
+                threads["r1"].join(DEADLINE)
+            if i == 3:
+                threads["r3"] = reader("r3")
+            if i == 4:
+                leave["r0"].set()
+                threads["r0"].join(DEADLINE)
+                threads["r4"] = reader("r4")
+
+        run_plan(store, writers, between)
+        writers.stop()
+        store.seal_stream(SCOPE, STREAM)
+        for t in threads.values():
+            t.join(DEADLINE)
+            assert not t.is_alive()
+        delivery.check(writers.acked)
+        assert sorted(delivery.completed) == ["r2", "r3", "r4"]
+    finally:
+        store.close()
