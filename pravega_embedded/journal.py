@@ -7,9 +7,12 @@ with group commit, and positional reads for catch-up.
 Invariants:
   1. Positions are global: a file named ``B`` holds positions [B, B + size); its first record
      is at B + 32; the next file's base is the end of the previous file's last record.
-  2. Recovery keeps every complete, valid record and cuts a torn tail of the *last* file (the
-     cut bytes are saved under ``<store>/recovery/`` first). Damage followed by a valid record,
-     damage in a non-last file, or a gap between files raises CorruptDataError: never dropped.
+  2. Recovery scans from the file holding the metadata's applied position. It keeps every
+     complete, valid record and cuts a torn tail of the *last* file (the cut bytes are saved
+     under ``<store>/recovery/`` first). Damage followed by a valid record, damage in a
+     non-last file, a gap between the files it scans, or a missing file holding the applied
+     position raises CorruptDataError: never dropped. Files wholly before the applied position
+     may be missing: retention deletes files whose data is all truncated (``drop_file``).
   3. A record, and so a section of one segment, never spans two files.
 
 Thread-safety: ``append_events``, ``sync``, ``state`` and ``pread`` may be called from any
@@ -145,6 +148,12 @@ class Journal:
             return base, base + HEADER, []
         start = HEADER + bases[0] if applied_pos is None else applied_pos
         first = max(0, bisect_right(bases, start) - 1)
+        if bases[first] > start:
+            raise CorruptDataError(
+                f"metadata says journal position {start} was applied, but the journal file "
+                f"holding it is missing (the oldest file, {file_name(bases[0])}, starts at "
+                f"{bases[0]}): journal data is missing"
+            )
         records: list[EventsRecord] = []
         end = start
         for i in range(first, len(bases)):

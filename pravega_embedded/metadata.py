@@ -10,7 +10,7 @@ Invariants:
      metadata never has to be written per event.
   2. A checkpoint is written only after the journal is durable up to its position, so LMDB never
      refers to journal bytes that a crash could lose.
-  3. Topology changes (create, seal, truncate, delete) are single LMDB write transactions,
+  3. Topology changes (create, seal, scale, truncate, delete) are single LMDB write transactions,
      committed after the journal data they depend on is durable; the journal is then replayed
      against them (records of deleted segments are ignored).
   4. Segment uids are never reused (``next_uid`` only grows).
@@ -38,7 +38,7 @@ from .errors import CorruptDataError, FormatVersionError, StorageError
 
 __all__ = ["Metadata", "META_FORMAT_VERSION"]
 
-META_FORMAT_VERSION = 1
+META_FORMAT_VERSION = 2  # 2: scaling (segment graph), files and retention tables
 _U64 = struct.Struct(">Q")
 _IDX_KEY = struct.Struct(">QQ")  # uid, segment offset
 _IDX_VAL = struct.Struct("<QII")  # journal position, framed bytes, events
@@ -107,6 +107,12 @@ class Metadata:
                     f"metadata store {self.path} has format version {version}; this release "
                     f"reads 1..{META_FORMAT_VERSION}"
                 )
+            if version < META_FORMAT_VERSION:
+                # upgrade in place (docs/format.md, "Versions"): records without the new fields
+                # read as unscaled; the files table is rebuilt at open (``rebuild_files``). A
+                # release that reads only version 1 refuses the store from now on, as it should:
+                # it would misread scaled streams and deleted journal files.
+                txn.put(b"format_version", _LE64.pack(META_FORMAT_VERSION), db=self._store)
 
     def applied_pos(self) -> int | None:
         with self.env.begin() as txn:

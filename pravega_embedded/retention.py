@@ -152,6 +152,7 @@ class Retention:
                 self.truncations += 1
                 truncated = True
         if truncated:
+            store.checkpoint()  # so every file before the one being written can be judged now
             self.reclaim()
 
     # ------------------------------------------------------------------ disk

@@ -88,6 +88,7 @@ def commit_scale(store: Any, st: Any, seal: Sequence[int], new_ranges: Sequence[
                 rec = st.record()
                 rec["epochs"].append([epoch, now])
                 rec["next_number"] = st.next_number + len(ranges)
+                rec["head"].update({str(seg.segment_id): 0 for seg in new})
                 store._meta.put_stream(txn, st.key, rec)
         except BaseException:
             for seg in sealed:

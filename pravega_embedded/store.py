@@ -383,6 +383,7 @@ class Store:
             st.notify()
             for w in list(st.scale_watchers):
                 w.close()
+        self.checkpoint()
         self._retention.reclaim()
 
     # ------------------------------------------------------------------ scaling
@@ -469,8 +470,10 @@ class Store:
             positions = self._resolve_cut(st, cut, "truncate")
             if positions is None:
                 return
-            self._truncate_full(st, positions, "truncate")
-        self._retention.reclaim()
+            moved = self._truncate_full(st, positions, "truncate")
+        if moved:
+            self.checkpoint()  # so every file before the one being written can be judged now
+            self._retention.reclaim()
 
     def _truncate_full(self, st: StreamState, positions: dict[int, int], what: str) -> bool:
         """Move the head of ``st`` forward to the full map ``positions`` (retention invariant

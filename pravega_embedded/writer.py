@@ -15,7 +15,8 @@ Invariants:
      one segment).
   5. A batch routed to a segment that a scaling sealed meanwhile is re-routed by the store to
      the successors under its append lock (each key to the one successor owning it), so a
-     key's events never reach two open segments; after a scaling the route cache is dropped.
+     key's events never reach two open segments; after a scaling the route cache is rebuilt
+     from the new segments.
   6. The pending batch is swapped out only when the writer thread is outside the per-event
      critical region: the writer raises ``_busy`` then checks ``_drain_pending``; a drainer
      raises ``_drain_pending`` then waits for ``_busy`` to fall (Dekker's handshake; CPython
@@ -313,9 +314,16 @@ class EventStreamWriter:
             self._pending_n = 0
             self._batch_t0 = 0.0
             topology = self._stream.topology
-            if len(self._routes) > _ROUTE_CACHE or topology != self._topology:
-                # the stream scaled: route the next batch afresh (this one is re-routed on append)
+            if topology != self._topology:
+                # the stream scaled: route every key afresh (the store re-routes this batch too
+                # if it raced with the scaling; keyless routes are renewed per batch)
                 self._topology = topology
+                lows, segs = self._stream.routing
+                self._routes = {
+                    k: (v if v[1] is None else (segs[owner_index(lows, key_point(k))], v[1]))
+                    for k, v in self._routes.items() if k in lists
+                }
+            elif len(self._routes) > _ROUTE_CACHE:
                 self._routes = {k: v for k, v in self._routes.items() if k in lists}
         finally:
             self._drain_pending = False

@@ -327,3 +327,30 @@ def test_files_table_is_rebuilt_for_a_store_that_predates_it(tmp_path):
         store.truncate_stream("s", "x", tail)
         store.reclaim()
         assert journal_bytes(tmp_path) < before / 2
+
+
+def test_a_missing_journal_file_holding_the_applied_position_is_corruption(tmp_path):
+    """Files before the applied position may be gone (retention deletes them); the file
+    holding it may not: recovery refuses to open instead of silently skipping its data."""
+    pid = os.fork()
+    if pid == 0:  # a process that checkpoints in the first file, writes on, then dies
+        code = 1
+        try:
+            store = pe.open(tmp_path, durability="fsync", roll_bytes=1 << 20, checkpoint_interval=3600)
+            store.create_scope("s")
+            store.create_stream("s", "x")
+            w = store.create_writer("s", "x", writer_id="w")
+            write_batches(w, 1)
+            store.checkpoint()
+            write_batches(w, 4, start=1000)
+            code = 0
+        finally:
+            os._exit(code)
+    _, status = os.waitpid(pid, 0)
+    assert os.WEXITSTATUS(status) == 0
+    journal = os.path.join(tmp_path, "journal")
+    files = sorted(os.listdir(journal))
+    assert len(files) >= 3
+    os.unlink(os.path.join(journal, files[0]))
+    with pytest.raises(pe.errors.CorruptDataError, match="missing"):
+        pe.open(tmp_path)
