@@ -719,3 +719,59 @@ def test_readers_leaving_and_joining_during_scalings_keep_exactly_once():
         assert sorted(delivery.completed) == ["r2", "r3", "r4"]
     finally:
         store.close()
+
+
+def test_group_state_survives_reopen_across_scalings(tmp_path):
+    """A group that read part of epoch 0 and closed its reader goes on after the store is
+    reopened and scaled: exactly the unread events, each key in order; its epoch-0
+    checkpoint cut still bounds a slice."""
+    path = tmp_path / "store"
+    seqs: Counter[str] = Counter()
+
+    def write(store, n: int, wid: str) -> list[tuple[str, int]]:
+        out = []
+        with store.create_writer(SCOPE, STREAM, writer_id=wid) as w:
+            for i in range(n):
+                k = KEYS[i % 50]
+                w.write_event(f"{k}:{seqs[k]}".encode(), routing_key=k)
+                out.append((k, seqs[k]))
+                seqs[k] += 1
+        return out
+
+    with pe.open(path) as store:
+        store.create_scope(SCOPE)
+        store.create_stream(SCOPE, STREAM, pe.StreamConfiguration(scaling=pe.ScalingPolicy.fixed(2)))
+        a = write(store, 400, "w1")
+        g = store.create_reader_group("g", pe.ReaderGroupConfig(streams=[(SCOPE, STREAM)],
+                                                                automatic_checkpoint_interval=None))
+        r = g.create_reader("r0")
+        first: list[tuple[str, int]] = []
+
+        def read(k: int) -> None:
+            while k:
+                ev = r.read_next_event(timeout=1)
+                assert ev is not None
+                if not ev.is_checkpoint:
+                    first.append(parse(ev.event))
+                    k -= 1
+
+        read(150)
+        fut = g.initiate_checkpoint("c1")
+        assert r.read_next_event(timeout=1).is_checkpoint
+        read(50)  # answers the checkpoint on the way
+        cut = fut.result(timeout=10).stream_cut(SCOPE, STREAM)
+        r.close()
+    with pe.open(path) as store:
+        store.scale_stream(SCOPE, STREAM, seal=[1], new_ranges=[(0.5, 0.7), (0.7, 1.0)])
+        b = write(store, 300, "w2")
+        cur = [s.segment_id for s in store.stream_info(SCOPE, STREAM).current_segments]
+        store.scale_stream(SCOPE, STREAM, seal=cur[:2], new_ranges=[(0.0, 0.7)])
+        c = write(store, 300, "w3")
+        store.seal_stream(SCOPE, STREAM)
+    with pe.open(path) as store:
+        g = store.get_reader_group("g")
+        assert g.get_stream_cuts()[(SCOPE, STREAM)] == cut
+        assert Counter(parse(e.event) for e in store.read_slice(SCOPE, STREAM, end=cut)) == Counter(first[:150])
+        rest = _drain_group(g, 2, "r")
+        assert Counter(first) + Counter(rest) == Counter(a + b + c)
+        assert _in_key_order(first + rest)
