@@ -320,8 +320,11 @@ def test_files_table_is_rebuilt_for_a_store_that_predates_it(tmp_path):
         with meta.env.begin(write=True) as txn:  # what a store written before the table looks like
             txn.delete(b"files_built", db=meta._store)
             txn.drop(meta._files, delete=False)
+            txn.put(b"format_version", (1).to_bytes(8, "little"), db=meta._store)
     with pe.open(tmp_path, **FAST) as store:
         assert store._file_ends == expected and expected
+        with store._meta.env.begin() as txn:  # upgraded in place to format 2
+            assert txn.get(b"format_version", db=store._meta._store) == (2).to_bytes(8, "little")
         tail = store.stream_info("s", "x").tail
         before = journal_bytes(tmp_path)
         store.truncate_stream("s", "x", tail)
