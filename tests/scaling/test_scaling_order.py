@@ -775,3 +775,107 @@ def test_group_state_survives_reopen_across_scalings(tmp_path):
         rest = _drain_group(g, 2, "r")
         assert Counter(first) + Counter(rest) == Counter(a + b + c)
         assert _in_key_order(first + rest)
+
+
+# --------------------------------------------------------------------------- a scale seen half-way
+class _PauseOnSuccessors:
+    """Pause the scaling thread the first time segment ``sid`` is given successors, until
+    ``resume`` is set: whatever readers do in that moment sees the scale as far as the store
+    has published it. (Hooks the ``succs`` slot of Segment; values are stored unchanged.)"""
+
+    def __init__(self, sid: int) -> None:
+        from pravega_embedded.segment import Segment
+        self.slot = Segment.__dict__["succs"]
+        self.sid = sid
+        self.paused = threading.Event()
+        self.resume = threading.Event()
+        self.seen: list[tuple[int, ...]] = []
+
+    def __get__(self, obj, cls=None):
+        return self if obj is None else self.slot.__get__(obj, cls)
+
+    def __set__(self, obj, value) -> None:
+        self.slot.__set__(obj, value)
+        if value and obj.segment_id == self.sid and not self.paused.is_set():
+            self.seen.append(tuple(value))
+            self.paused.set()
+            self.resume.wait(10)
+
+
+@pytest.mark.parametrize("kind", ["group", "standalone"])
+def test_a_reader_at_the_end_of_a_segment_while_it_is_split_reads_every_successor(kind, monkeypatch):
+    """A reader that finishes a segment at the very moment a scale is publishing that
+    segment's successors must still read every successor (here: a split into 8)."""
+    from pravega_embedded.segment import Segment
+
+    store = make_store_and_stream()
+    try:
+        store.create_stream(SCOPE, STREAM, pe.StreamConfiguration(scaling=pe.ScalingPolicy.fixed(1)))
+        w = store.create_writer(SCOPE, STREAM, writer_id="w")
+        written = []
+        for n in range(20):
+            w.write_event(f"k{n}:0".encode(), routing_key=f"k{n}")
+            written.append(f"k{n}:0")
+        w.flush()
+        if kind == "group":
+            group = store.create_reader_group("g", pe.ReaderGroupConfig(
+                streams=[(SCOPE, STREAM)], automatic_checkpoint_interval=None))
+            r = group.create_reader("r")
+        else:
+            r = store.create_reader(SCOPE, STREAM)
+        got = []
+        while len(got) < 20:
+            ev = r.read_next_event(timeout=1)
+            assert ev is not None
+            if not ev.is_checkpoint:
+                got.append(ev.event.decode())
+        hook = _PauseOnSuccessors(0)
+        monkeypatch.setattr(Segment, "succs", hook)
+        errs: list[BaseException] = []
+
+        def scale() -> None:
+            try:
+                store.scale_stream(SCOPE, STREAM, seal=[0], new_ranges=[(i / 8, (i + 1) / 8) for i in range(8)])
+            except BaseException as exc:  # noqa: BLE001
+                errs.append(exc)
+
+        scaler = threading.Thread(target=scale, daemon=True)
+        scaler.start()
+        try:
+            assert hook.paused.wait(10), "the scale never published successors"
+            # the reader looks at the stream now (in a helper thread, in case it blocks)
+            looker = threading.Thread(target=lambda: [r.read_next_event(timeout=0) for _ in range(5)], daemon=True)
+            looker.start()
+            looker.join(5)
+        finally:
+            hook.resume.set()
+            scaler.join(10)
+        monkeypatch.undo()
+        assert not errs, errs
+        assert not looker.is_alive(), "the reader blocked on the scale"
+        # events for every successor, then the end of the stream
+        for n in range(20, 420):
+            w.write_event(f"k{n % 200}:1".encode() if n < 220 else f"k{n}:0".encode(),
+                          routing_key=f"k{n % 200}" if n < 220 else f"k{n}")
+            written.append(f"k{n % 200}:1" if n < 220 else f"k{n}:0")
+        w.close()
+        store.seal_stream(SCOPE, STREAM)
+        deadline = time.monotonic() + 5
+        while time.monotonic() < deadline:
+            ev = r.read_next_event(timeout=0.05)
+            if ev is None:
+                if kind == "standalone" and store.stream_info(SCOPE, STREAM).sealed and len(got) >= 420:
+                    break
+                continue
+            if ev.is_read_completed:
+                break
+            if not ev.is_checkpoint:
+                got.append(ev.event.decode())
+        held = group.segment_distribution() if kind == "group" else None
+        missing = Counter(written) - Counter(got)
+        assert not missing, (
+            f"{sum(missing.values())} events never read; the scale published successors "
+            f"{hook.seen[0]} first; group segments now {held}")
+        assert Counter(got) == Counter(written)
+    finally:
+        store.close()
