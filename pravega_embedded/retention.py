@@ -74,6 +74,7 @@ class Retention:
             self._prune(st, marks)
             changed[st.key] = marks
         if changed:
+            store._sync_all("retention marks")  # a mark never names bytes a power cut could lose
             store._meta.put_retention_marks(changed)
 
     def _prune(self, st: Any, marks: list[tuple[int, int, dict[int, int]]]) -> None:
@@ -100,7 +101,7 @@ class Retention:
         def newest(ok: Any) -> dict[int, int] | None:
             best = None
             for ns, tot, cut in marks:
-                if ok(ns, tot) and all(sid in segs for sid in cut):
+                if ok(ns, tot) and all(sid in segs and off <= segs[sid].length for sid, off in cut.items()):
                     best = cut
             return None if best is None else expand(segs, best)
 
