@@ -762,3 +762,89 @@ def test_concurrent_scale_requests_serialize(store):
     evs = read_with_reader(store, end=i.tail)
     assert Counter(evs) == Counter(w.written)
     assert_per_key_order(evs)
+
+
+def test_keyless_events_buffered_across_a_scale_all_arrive(store):
+    make(store, 1)
+    w = store.create_writer(SCOPE, STREAM, writer_id="nokey", linger=60.0, batch_bytes=64 << 20)
+    evs = [f"e{n}".encode() for n in range(200)]
+    for ev in evs:
+        w.write_event(ev)
+    new = store.scale_stream(SCOPE, STREAM, seal=[0], new_ranges=[(0.0, 0.5), (0.5, 1.0)])
+    w.flush()
+    w.close()
+    got = list(store.read_slice(SCOPE, STREAM))
+    assert Counter(e.event for e in got) == Counter(evs)
+    assert {e.segment_id for e in got} <= set(new)
+
+
+def test_event_pointers_of_scaled_away_segments_still_fetch(store):
+    make(store, 1)
+    w = Keyed(store)
+    w.write(50)
+    store.scale_stream(SCOPE, STREAM, seal=[0], new_ranges=[(0.0, 0.5), (0.5, 1.0)])
+    w.write(50)
+    w.close()
+    evs = list(store.read_slice(SCOPE, STREAM))
+    assert {e.segment_id for e in evs} >= {0}
+    for e in evs[::7]:
+        assert store.fetch_event(e.event_pointer).event == e.event
+
+
+def test_sealing_a_scaled_stream(tmp_path):
+    path = tmp_path / "store"
+    with pe.open(path) as s:
+        s.create_scope(SCOPE)
+        make(s, 1)
+        w = Keyed(s)
+        w.write(50)
+        a, b = s.scale_stream(SCOPE, STREAM, seal=[0], new_ranges=[(0.0, 0.5), (0.5, 1.0)])
+        w.write(50)
+        w.close()
+        s.seal_stream(SCOPE, STREAM)
+        i = s.stream_info(SCOPE, STREAM)
+        assert i.sealed and i.epoch == 1
+        assert [x.segment_id for x in i.current_segments] == [a, b]
+        assert all(x.sealed for x in i.segments)
+        with pytest.raises(errors.StreamSealedError):
+            s.scale_stream(SCOPE, STREAM, seal=[a], new_ranges=[(0.0, 0.25), (0.25, 0.5)])
+        with pytest.raises(errors.StreamSealedError):
+            s.create_writer(SCOPE, STREAM)
+    with pe.open(path) as s:
+        i = s.stream_info(SCOPE, STREAM)
+        assert i.sealed and [x.segment_id for x in i.current_segments] == [a, b]
+        assert_graph(i)
+        with s.create_reader(SCOPE, STREAM) as r:  # ends by itself: the stream is sealed
+            evs = [e.event for e in r]
+        assert Counter(evs) == Counter(w.written)
+        assert_per_key_order(evs)
+
+
+def test_deleted_scaled_stream_and_a_new_one_of_the_same_name(tmp_path):
+    path = tmp_path / "store"
+    with pe.open(path) as s:
+        s.create_scope(SCOPE)
+        make(s, 1)
+        w = Keyed(s, writer_id="old")
+        w.write(100)
+        a, b = s.scale_stream(SCOPE, STREAM, seal=[0], new_ranges=[(0.0, 0.5), (0.5, 1.0)])
+        w.write(100)
+        s.scale_stream(SCOPE, STREAM, seal=[a, b], new_ranges=[(0.0, 1.0)])
+        w.write(100)
+        w.close()
+        s.delete_stream(SCOPE, STREAM)
+        make(s, 2)
+        i = s.stream_info(SCOPE, STREAM)
+        assert i.epoch == 0 and [x.segment_id for x in i.segments] == [0, 1]
+        assert all(x.length == 0 for x in i.segments)
+        w2 = Keyed(s, writer_id="old")
+        assert w2.w.last_sequence == -1, "a new stream does not inherit a deleted one's writer state"
+        w2.write(100)
+        w2.close()
+    with pe.open(path) as s:
+        i = s.stream_info(SCOPE, STREAM)
+        assert i.epoch == 0 and len(i.history) == 1 and len(i.segments) == 2
+        evs = read_all(s)
+        assert Counter(evs) == Counter(w2.written)
+        s.scale_stream(SCOPE, STREAM, seal=[0], new_ranges=[(0.0, 0.25), (0.25, 0.5)])
+        assert s.stream_info(SCOPE, STREAM).epoch == 1
