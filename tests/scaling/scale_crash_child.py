@@ -11,7 +11,9 @@ runs until SIGKILLed:
   payload encodes (writer, sequence, key) plus a checkable pattern; each key belongs to one
   writer, so per-key order is sequence order. After each flush: ``<wid> <durable seq>``.
 - one scaler thread scales the stream in a loop, alternating splits and merges (some scales
-  split one segment and merge two others at once). Before each scale: ``scaling <epoch>``;
+  split one segment and merge two others at once; about one in ten is a rescale into equal
+  ranges by update_stream, with a rate policy whose min_segments is one above the count, after
+  which min_segments is set back to 1). Before each scale: ``scaling <epoch>``;
   after it returned: ``scaled <epoch>`` (epoch = the one the scale creates).
 
 Every log line is one os.write(2) on an O_APPEND file: a SIGKILL does not lose it. If a thread fails, the
@@ -88,21 +90,44 @@ def plan(cur, step: int, rnd: random.Random):
     return [a[0], b[0]], [(a[1], b[2])]
 
 
+QUIET_MIN1 = pe.StreamConfiguration(scaling=pe.ScalingPolicy.by_event_rate(1e12, min_segments=1))
+
+
 def run_scaler(store, ack_fd: int, seed: int) -> None:
     rnd = random.Random(seed)
     info = store.stream_info(SCOPE, STREAM)
+    if info.config.scaling.min_segments > 1:  # killed between the two update_stream calls
+        store.update_stream(SCOPE, STREAM, QUIET_MIN1)
     epoch = info.epoch
     cur = [(s.segment_id, s.key_low, s.key_high) for s in info.current_segments]
+    watcher = store.watch_segments(SCOPE, STREAM, initial=False)
     step = 0
     while True:
-        seal, ranges = plan(cur, step, rnd)
+        while watcher.get(timeout=0) is not None:  # drop the changes of our own scale_stream calls
+            pass
         epoch += 1
-        os.write(ack_fd, f"scaling {epoch}\n".encode())
-        new = store.scale_stream(SCOPE, STREAM, seal=seal, new_ranges=ranges)
-        os.write(ack_fd, f"scaled {epoch}\n".encode())
-        assert all(sid >> 32 == epoch for sid in new), (new, epoch)
-        cur = sorted([s for s in cur if s[0] not in seal] + [(sid, lo, hi) for sid, (lo, hi) in zip(new, sorted(ranges))],
-                     key=lambda s: s[1])
+        if len(cur) < MAX_SEGMENTS and rnd.random() < 0.1:
+            # a rescale by update_stream: a rate policy (that never triggers) whose min_segments
+            # is above the count rescales into equal ranges; then min_segments goes back to 1
+            n = len(cur) + 1
+            os.write(ack_fd, f"scaling {epoch}\n".encode())
+            store.update_stream(SCOPE, STREAM, pe.StreamConfiguration(
+                scaling=pe.ScalingPolicy.by_event_rate(1e12, min_segments=n)))
+            os.write(ack_fd, f"scaled {epoch}\n".encode())
+            change = watcher.get(timeout=10)
+            while change is not None and change.epoch < epoch:
+                change = watcher.get(timeout=10)
+            assert change is not None and change.epoch == epoch and change.segment_count == n, change
+            cur = [(sid, lo, hi) for sid, (lo, hi) in zip(change.segment_ids, _split(0.0, 1.0, n))]
+            store.update_stream(SCOPE, STREAM, QUIET_MIN1)
+        else:
+            seal, ranges = plan(cur, step, rnd)
+            os.write(ack_fd, f"scaling {epoch}\n".encode())
+            new = store.scale_stream(SCOPE, STREAM, seal=seal, new_ranges=ranges)
+            os.write(ack_fd, f"scaled {epoch}\n".encode())
+            assert all(sid >> 32 == epoch for sid in new), (new, epoch)
+            cur = sorted([s for s in cur if s[0] not in seal] + [(sid, lo, hi) for sid, (lo, hi) in zip(new, sorted(ranges))],
+                         key=lambda s: s[1])
         step += 1
         if rnd.random() < 0.5:
             time.sleep(0.001)  # now and then let the writers fill the new segments a little

@@ -101,6 +101,7 @@ def check_topology(info: pe.StreamInfo, log: Log) -> None:
         assert_partition([(r.key_low, r.key_high) for r in e.segments], f"epoch {e.epoch}")
     assert [r.segment_id for r in hist[-1].segments] == [s.segment_id for s in cur]
     assert info.epoch == hist[-1].epoch
+    assert len(cur) >= info.config.scaling.min_segments, "the policy and the segments disagree"
     assert log.scaled <= info.epoch <= log.scaling, (
         f"recovered epoch {info.epoch}; acknowledged scales reached {log.scaled}, begun {log.scaling}")
 
@@ -173,6 +174,8 @@ def test_sigkill_while_writing_and_scaling(tmp_path):
     print(f"{ITERATIONS} kills, {mid_scale} during a scale; {log.scaled} scales, acked {log.acked}")
     # after the last kill, this process writes and scales on
     with pe.open(store_dir) as store:
+        store.update_stream(SCOPE, STREAM, pe.StreamConfiguration(
+            scaling=pe.ScalingPolicy.by_event_rate(1e12, min_segments=1)))
         info = store.stream_info(SCOPE, STREAM)
         cur = info.current_segments
         a = cur[0]
