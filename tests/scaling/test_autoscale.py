@@ -159,6 +159,24 @@ def test_scale_factor_three_and_min_segments_two(store):
     assert info(store, s).epoch == epoch and count(store, s) == 2
 
 
+def test_every_split_found_in_one_check_is_one_scale(store):
+    """Four segments of the same age under the same heavy load turn hot in the same check:
+    one scale (one epoch, one watcher item) splits all four."""
+    s = stream(store, "x", pe.ScalingPolicy.by_event_rate(target_rate=10, scale_factor=2, min_segments=4))
+    w = store.watch_segments(SCOPE, s, initial=False)
+    load = Load(store, s, rate=1000)
+    try:
+        first = w.get(timeout=5)
+    finally:
+        load.stop()
+        w.close()
+    assert first is not None, "no scaling in 5 s"
+    assert (first.epoch, first.previous_count, first.segment_count, first.delta) == (1, 4, 8, 4)
+    i = info(store, s)
+    assert counts(i)[:2] == [4, 8]
+    assert all(len(x.successors) == 2 for x in i.segments if x.segment_id >> 32 == 0)
+
+
 def test_by_data_rate_spike_splits_and_lull_merges(store):
     s = stream(store, "x", pe.ScalingPolicy.by_data_rate(target_kib_per_s=20, scale_factor=2, min_segments=1))
     load = Load(store, s, rate=200, size=2048)  # ~400 KiB/s
