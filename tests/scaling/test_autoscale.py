@@ -10,6 +10,7 @@ shows that the scaler had every chance to do it.
 
 from __future__ import annotations
 
+import itertools
 import random
 import threading
 import time
@@ -21,7 +22,7 @@ import pravega_embedded as pe
 from pravega_embedded import errors
 
 SCOPE = "sc"
-FAST = dict(scale_windows=(0.1, 0.2, 0.4, 0.8), scale_cooldown=0.2, maintenance_interval=0.02)
+FAST = {"scale_windows": (0.1, 0.2, 0.4, 0.8), "scale_cooldown": 0.2, "maintenance_interval": 0.02}
 
 
 @pytest.fixture
@@ -103,7 +104,7 @@ def shapes(i: pe.StreamInfo, factor: int) -> tuple[int, int]:
                 assert t.key_low == pytest.approx(s.key_low + k * width, abs=1e-12)
                 assert t.key_high - t.key_low == pytest.approx(width, rel=1e-9), "unequal sub-ranges"
             assert succ[0].key_low == s.key_low and succ[-1].key_high == s.key_high
-            assert all(a.key_high == b.key_low for a, b in zip(succ, succ[1:]))
+            assert all(a.key_high == b.key_low for a, b in itertools.pairwise(succ))
             assert len({t.segment_id >> 32 for t in succ}) == 1, "one split is one epoch"
             splits += 1
         else:
@@ -301,16 +302,16 @@ def test_a_steady_load_between_half_and_full_target_settles_without_flapping(sto
 
 # --------------------------------------------------------------------------- options
 @pytest.mark.parametrize("opts", [
-    dict(scale_windows=(1, 2, 3)),
-    dict(scale_windows=(1, 2, 3, 0)),
-    dict(scale_windows=(1, 2, 3, -4)),
-    dict(scale_windows="1,2,3,4"),
-    dict(scale_windows=(1, 2, 3, True)),
-    dict(scale_cooldown=-1),
-    dict(scale_cooldown="600"),
-    dict(maintenance_interval=0),
-    dict(maintenance_interval=-1),
-    dict(maintenance_interval=True),
+    {"scale_windows": (1, 2, 3)},
+    {"scale_windows": (1, 2, 3, 0)},
+    {"scale_windows": (1, 2, 3, -4)},
+    {"scale_windows": "1,2,3,4"},
+    {"scale_windows": (1, 2, 3, True)},
+    {"scale_cooldown": -1},
+    {"scale_cooldown": "600"},
+    {"maintenance_interval": 0},
+    {"maintenance_interval": -1},
+    {"maintenance_interval": True},
 ])
 def test_invalid_scaler_options_are_refused(tmp_path, opts):
     with pytest.raises(errors.InvalidConfigurationError):

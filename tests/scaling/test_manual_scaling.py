@@ -8,7 +8,8 @@ reopen, and StreamCuts of epoch 0 used as start, end and truncation point after 
 
 from __future__ import annotations
 
-from collections import Counter, defaultdict
+import itertools
+from collections import Counter
 
 import pytest
 
@@ -87,7 +88,7 @@ def assert_per_key_order(evs: list[bytes]) -> None:
 def assert_partition(ranges: list[tuple[float, float]]) -> None:
     ranges = sorted(ranges)
     assert ranges[0][0] == 0.0 and ranges[-1][1] == 1.0, ranges
-    for (_, h), (lo, _) in zip(ranges, ranges[1:]):
+    for (_, h), (lo, _) in itertools.pairwise(ranges):
         assert h == lo, f"gap or overlap in {ranges}"
 
 
@@ -121,7 +122,7 @@ def assert_graph(i: pe.StreamInfo) -> None:
 def assert_partition_of(ranges, lo, hi) -> None:
     ranges = sorted(ranges)
     assert ranges[0][0] == lo and ranges[-1][1] == hi
-    for (_, h), (l2, _) in zip(ranges, ranges[1:]):
+    for (_, h), (l2, _) in itertools.pairwise(ranges):
         assert h == l2
 
 
@@ -512,7 +513,7 @@ def test_scaling_survives_close_and_reopen(tmp_path):
         w.write(100)
         a, b = s.scale_stream(SCOPE, STREAM, seal=[0], new_ranges=[(0.0, 0.5), (0.5, 1.0)])
         w.write(100)
-        c, d, e = s.scale_stream(SCOPE, STREAM, seal=[b], new_ranges=[(0.5, 0.6), (0.6, 0.8), (0.8, 1.0)])
+        c, _d, _e = s.scale_stream(SCOPE, STREAM, seal=[b], new_ranges=[(0.5, 0.6), (0.6, 0.8), (0.8, 1.0)])
         w.write(100)
         s.scale_stream(SCOPE, STREAM, seal=[a, c], new_ranges=[(0.0, 0.6)])
         w.write(100)
@@ -618,7 +619,7 @@ def test_cut_from_a_middle_epoch_and_a_reader_position(store):
 
 
 def test_truncate_with_an_epoch0_cut_after_three_scalings(store):
-    cut1, cut2, (a, b, c, d, e, f) = _three_scalings_with_cuts(store)
+    cut1, cut2, (_a, _b, c, d, e, f) = _three_scalings_with_cuts(store)
     store.truncate_stream(SCOPE, STREAM, cut2)
     i = info(store)
     assert i.head == cut2
@@ -648,7 +649,7 @@ def test_truncate_persists_across_reopen_after_scaling(tmp_path):
     path = tmp_path / "store"
     with pe.open(path) as s:
         s.create_scope(SCOPE)
-        cut1, cut2, (a, b, c, d, e, f) = _three_scalings_with_cuts(s)
+        _cut1, cut2, (_a, _b, c, d, e, f) = _three_scalings_with_cuts(s)
         s.truncate_stream(SCOPE, STREAM, cut2)
     with pe.open(path) as s:
         assert s.stream_info(SCOPE, STREAM).head == cut2

@@ -18,6 +18,7 @@ seeded random moments, reopens the store and checks after every kill:
 
 from __future__ import annotations
 
+import itertools
 import os
 import random
 import signal
@@ -27,9 +28,9 @@ import time
 from collections import Counter
 from pathlib import Path
 
-import pravega_embedded as pe
+from scale_crash_child import SCOPE, STREAM, key_of, payload
 
-from scale_crash_child import SCOPE, STREAM, key_of, payload  # noqa: E402  (this directory is on sys.path)
+import pravega_embedded as pe
 
 CHILD = Path(__file__).with_name("scale_crash_child.py")
 ITERATIONS = int(os.environ.get("PE_SCALE_CRASH_ITERATIONS", "12"))
@@ -70,7 +71,7 @@ class Log:
 def assert_partition(ranges, what: str) -> None:
     ranges = sorted(ranges)
     assert ranges and ranges[0][0] == 0.0 and ranges[-1][1] == 1.0, f"{what}: {ranges}"
-    for (_, h), (lo, _) in zip(ranges, ranges[1:]):
+    for (_, h), (lo, _) in itertools.pairwise(ranges):
         assert h == lo, f"{what}: gap or overlap at {h} / {lo} in {ranges}"
 
 
@@ -92,7 +93,7 @@ def check_topology(info: pe.StreamInfo, log: Log) -> None:
         assert s.sealed and s.successors, f"segment {s.segment_id:#x} neither current nor scaled away"
         succ = sorted((by_id[t] for t in s.successors), key=lambda x: x.key_low)
         assert succ[0].key_low <= s.key_low and s.key_high <= succ[-1].key_high
-        assert all(a.key_high == b.key_low for a, b in zip(succ, succ[1:])), "successors leave a gap"
+        assert all(a.key_high == b.key_low for a, b in itertools.pairwise(succ)), "successors leave a gap"
         assert len({t.segment_id >> 32 for t in succ}) == 1, "successors of one scale are one epoch"
     hist = info.history
     assert [e.epoch for e in hist] == list(range(len(hist)))

@@ -53,7 +53,7 @@ class Writers:
     def set_rate(self, rate: float | None) -> None:
         self.rate = rate
 
-    def start(self) -> "Writers":
+    def start(self) -> Writers:
         for t in self.threads:
             t.start()
         return self
@@ -308,7 +308,7 @@ def test_reader_group_of_three_keeps_per_key_order_across_seven_scalings(readers
         tail = store.stream_info(SCOPE, STREAM).tail
         for name, cut in checkpoints.items():
             before, after = Counter(), Counter()
-            for rid, items in delivery.per_reader.items():
+            for items in delivery.per_reader.values():
                 seen = False
                 for x in items:
                     if x == ("cp", name):

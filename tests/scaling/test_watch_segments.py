@@ -44,7 +44,7 @@ def wait_until(pred, timeout: float, what: str) -> None:
 def five_scalings(store, stream=STREAM) -> list[int]:
     """1 -> 2 -> 4 -> 3 -> 2 (update_stream) -> 4 (two splits in one scale); returns counts."""
     store.scale_stream(SCOPE, stream, seal=[ids(store, stream)[0]], new_ranges=[(0.0, 0.5), (0.5, 1.0)])
-    a, b = ids(store, stream)
+    _a, b = ids(store, stream)
     store.scale_stream(SCOPE, stream, seal=[b], new_ranges=[(0.5, 0.6), (0.6, 0.8), (0.8, 1.0)])
     s = segs(store, stream)
     store.scale_stream(SCOPE, stream, seal=[s[1][0], s[2][0]], new_ranges=[(0.5, 0.8)])
