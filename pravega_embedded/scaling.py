@@ -5,7 +5,9 @@ Owns: the atomic scale commit (``commit_scale``), the choice of equal ranges for
 
 The auto-scaling rule (Pravega's, with its four windows; docs/scaling.md). Every segment has
 four exponentially weighted rates ``r[0..3]`` with time constants ``windows`` (default 2, 5,
-10 and 20 minutes), of events/s (``by_event_rate``) or KiB/s (``by_data_rate``). With target
+10 and 20 minutes), of events/s (``by_event_rate``) or KiB/s (``by_data_rate``), corrected for
+starting at 0 (divided by ``1 - exp(-age/w)``, so a new segment's steady rate reads true and a
+split load is not mistaken for a lull). With target
 ``T``, a segment older than the cooldown is
 
 - **hot** if ``r0 > 5T`` (age > w0) or ``r1 > 2T`` (age > w1) or ``r2 > T`` (age > w2): it is
@@ -135,6 +137,14 @@ class _Meter:
         self.ev_rates = [0.0, 0.0, 0.0, 0.0]
         self.by_rates = [0.0, 0.0, 0.0, 0.0]
 
+    def corrected(self, rates: list[float], windows: Sequence[float]) -> tuple[float, ...]:
+        """The rates without the bias of starting at 0: a meter of age ``a`` has seen only
+        ``1 - exp(-a/w)`` of its window, so a steady rate reads that fraction of its value."""
+        age = self.t - self.t0
+        if age <= 0:
+            return tuple(0.0 for _ in rates)
+        return tuple(r / (1.0 - math.exp(-age / w)) for r, w in zip(rates, windows))
+
     def sample(self, now: float, seg: Segment, windows: Sequence[float]) -> None:
         dt = now - self.t
         if dt <= 0:
@@ -166,7 +176,9 @@ class AutoScaler:
     def rates(self, seg: Segment) -> tuple[tuple[float, ...], tuple[float, ...]] | None:
         """(events/s, bytes/s) over the four windows of an open, metered segment."""
         m = self._meters.get(seg.uid)
-        return None if m is None else (tuple(m.ev_rates), tuple(m.by_rates))
+        if m is None:
+            return None
+        return m.corrected(m.ev_rates, self.windows), m.corrected(m.by_rates, self.windows)
 
     def tick(self) -> None:
         now = time.monotonic()
@@ -207,7 +219,7 @@ class AutoScaler:
             if m is None or age < self.cooldown:
                 states.append("young")
                 continue
-            r = m.ev_rates if policy.kind == "event_rate" else m.by_rates
+            r = m.corrected(m.ev_rates if policy.kind == "event_rate" else m.by_rates, w)
             if (age > w[0] and r[0] > 5 * target) or (age > w[1] and r[1] > 2 * target) \
                     or (age > w[2] and r[2] > target):
                 states.append("hot")

@@ -167,8 +167,11 @@ class StreamState:
     def scaled(self, sealed: list[Segment], new: list[Segment], epoch: int, now_ns: int) -> None:
         """Apply a committed scaling (caller holds the store's append lock)."""
         gone = {s.segment_id for s in sealed}
-        for seg in new:
-            self._link(seg)
+        for seg in new:  # every successor is in the map before any predecessor names it
+            self.segments[seg.segment_id] = seg
+            self.head.setdefault(seg.segment_id, 0)
+        for p in sealed:  # one store per predecessor: a reader sees none or all successors
+            p.succs = tuple(sorted(t.segment_id for t in new if p.segment_id in t.preds))
         self._set_open([s for s in self.open_segments if s.segment_id not in gone] + new)
         self.epochs.append((epoch, now_ns))
         self.topology += 1
