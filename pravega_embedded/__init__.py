@@ -41,6 +41,7 @@ from .store import Store, open, open_temporary
 from .stream import EpochInfo, SegmentRange, StreamInfo
 from .streamcut import StreamCut
 from .watch import SegmentCountChange, SegmentWatcher
+from .watermarks import TimeWindow
 from .writer import MAX_EVENT_SIZE, EventStreamWriter
 
 __version__ = "0.1.0"
@@ -59,6 +60,7 @@ __all__ = [
     "SegmentRange",
     "SegmentCountChange",
     "SegmentWatcher",
+    "TimeWindow",
     "StreamCut",
     "EventRead",
     "EventPointer",

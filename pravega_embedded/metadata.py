@@ -90,6 +90,7 @@ class Metadata:
         self._groups = e.open_db(b"groups")
         self._files = e.open_db(b"files")
         self._retention = e.open_db(b"retention")
+        self._watermarks = e.open_db(b"watermarks")
         self._check_format()
 
     # ------------------------------------------------------------------ format / store keys
@@ -175,6 +176,7 @@ class Metadata:
                     if not cur.delete():
                         break
         txn.delete(key.encode(), db=self._retention)
+        txn.delete(key.encode(), db=self._watermarks)
         prefix = _writer_prefix(key)
         cur = txn.cursor(db=self._writers)
         if cur.set_range(prefix):
@@ -267,6 +269,20 @@ class Metadata:
                     continue  # deleted meanwhile
                 txn.put(key.encode(), _json([[ns, tot, {str(k): v for k, v in cut.items()}]
                                              for ns, tot, cut in lst]), db=self._retention)
+
+    # ------------------------------------------------------------------ watermarks
+    def watermarks(self) -> list[tuple[str, list[Any]]]:
+        """Every stream's watermarks as (``scope/stream``, [[lower, upper, {sid: off}]])."""
+        with self.env.begin() as txn:
+            return [(k.decode(), json.loads(v)) for k, v in txn.cursor(db=self._watermarks)]
+
+    def put_watermarks(self, marks: dict[str, list[Any]]) -> None:
+        with self.env.begin(write=True) as txn:
+            for key, lst in marks.items():
+                if txn.get(key.encode(), db=self._streams) is None:
+                    continue  # deleted meanwhile
+                txn.put(key.encode(), _json([[lo, hi, {str(k): v for k, v in cut.items()}]
+                                             for lo, hi, cut in lst]), db=self._watermarks)
 
     def drop_index_before(self, txn: lmdb.Transaction, uid: int, offset: int) -> None:
         """Delete segment ``uid``'s index entries of sections ending at or before ``offset``

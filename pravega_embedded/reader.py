@@ -76,6 +76,10 @@ def events_from(data: bytes, base: int, sid: int, names: tuple[str, str], ser: A
     return out
 
 
+def _max(a: int | None, b: int | None) -> int | None:
+    return b if a is None else a if b is None else max(a, b)
+
+
 def deadline_of(timeout: Any) -> float | None:
     """The monotonic deadline of a read ``timeout`` (None: no deadline); a timeout that is not a
     number raises InvalidConfigurationError."""
@@ -225,6 +229,7 @@ class EventStreamReader:
         self._it: Iterator[EventRead] = iter(())
         self._rr = 0
         self._closed = False
+        self._window: Any = None
 
     def _adopt(self) -> None:
         """Take in segments created since the last look (all of them at creation)."""
@@ -378,17 +383,31 @@ class EventStreamReader:
                 return
             yield ev
 
-    def position(self) -> Any:
-        """The StreamCut just after the last event returned."""
-        from .streamcut import StreamCut
-        from .topology import frontier
+    def _returned(self) -> dict[int, int]:
+        """Per segment, the offset just after the last event returned (a full map)."""
         pending = list(self._it)
         self._it = iter(pending)
         pos = dict(self._pos)
         for ev in pending:  # events fetched but not yet returned
             pos[ev.segment_id] = min(pos[ev.segment_id], ev.offset)
+        return pos
+
+    def position(self) -> Any:
+        """The StreamCut just after the last event returned."""
+        from .streamcut import StreamCut
+        from .topology import frontier
         segs = {sid: src.seg for sid, src in self._src.items()}
-        return StreamCut.of(self.scope, self.stream, frontier(segs, pos))
+        return StreamCut.of(self.scope, self.stream, frontier(segs, self._returned()))
+
+    def get_current_time_window(self) -> Any:
+        """The event-time window at this reader's position: ``TimeWindow(lower, upper)`` from
+        the writers' noted times (docs/event-time.md); bounds are None until known."""
+        window = self._store._watermarks.window(self._st, self._returned())
+        last = self._window
+        if last is not None:  # never backwards (watermarks invariant 1; guards a truncation)
+            window = type(window)(_max(window.lower, last.lower), _max(window.upper, last.upper))
+        self._window = window
+        return window
 
     def close(self) -> None:
         """Idempotent; wakes a read blocked in another thread (it raises ReaderClosedError)."""

@@ -70,6 +70,7 @@ from .stream import StreamInfo, StreamState
 from .streamcut import StreamCut, segment_id
 from .topology import check_cut, upper_bound
 from .watch import SegmentCountChange, SegmentWatcher
+from .watermarks import Watermarks
 from .writer import MAX_BATCH_BYTES, EventStreamWriter
 
 __all__ = ["Store", "open", "open_temporary", "register_service"]
@@ -168,6 +169,7 @@ class Store:
             self._load_file_ends()
             self.checkpoint()
             self._retention = Retention(self)
+            self._watermarks = Watermarks(self)
         except BaseException:
             try:
                 self._journal.close()
@@ -374,6 +376,7 @@ class Store:
                 st.deleted = True
                 del self._streams[st.key]
                 self._retention.forget(st.key)
+                self._watermarks.forget(st.key)
                 for seg in st.segments.values():
                     self._seg_by_uid.pop(seg.uid, None)
                     self._dirty_lengths.discard(seg.uid)
@@ -534,7 +537,8 @@ class Store:
     # ------------------------------------------------------------------ writers and readers
     def create_writer(self, scope: str, stream: str, writer_id: str | None = None, *,
                       serializer: Any = None, linger: float = 0.001,
-                      batch_bytes: int = 256 * 1024) -> EventStreamWriter:
+                      batch_bytes: int = 256 * 1024,
+                      automatically_note_time: bool = False) -> EventStreamWriter:
         """A writer for one stream. ``writer_id`` names it for exactly-once resumption."""
         if writer_id is None:
             writer_id = f"w-{os.getpid()}-{time.monotonic_ns():x}-{id(object()):x}"
@@ -553,8 +557,12 @@ class Store:
             last = self._writer_seqs.get(wk)
             if last is None:
                 last = self._meta.writer_seq(st.key, writer_id)
+            if not isinstance(automatically_note_time, bool):
+                raise InvalidConfigurationError(
+                    f"automatically_note_time must be a bool, got {automatically_note_time!r}")
             w = EventStreamWriter(self, st, writer_id, serializer, -1 if last is None else last,
-                                  linger=float(linger), batch_bytes=batch_bytes)
+                                  linger=float(linger), batch_bytes=batch_bytes,
+                                  auto_time=automatically_note_time)
             st.writers.add(w)
             self._writers.add(w)
             return w
@@ -563,6 +571,7 @@ class Store:
         with self._lock:
             w._stream.writers.discard(w)
             self._writers.discard(w)
+        self._watermarks.forget(w._stream.key, w.writer_id)
 
     def create_reader(self, scope: str, stream: str, start: StreamCut | None = None,
                       end: StreamCut | None = None, *, serializer: Any = None) -> EventStreamReader:
@@ -652,6 +661,7 @@ class Store:
             try:
                 self._autoscaler.tick()
                 self._retention.tick()
+                self._watermarks.tick()
             except Exception:  # noqa: BLE001 - the journal or metadata failed; retried next tick
                 if self._closed:
                     return

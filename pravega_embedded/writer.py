@@ -35,6 +35,7 @@ from typing import Any, Iterable
 
 from .errors import (
     EventTooLargeError,
+    InvalidConfigurationError,
     InvalidRoutingKeyError,
     InvalidSequenceError,
     SerializationError,
@@ -109,7 +110,7 @@ class EventStreamWriter:
     """
 
     def __init__(self, store: Any, stream: Any, writer_id: str, serializer: Any, last_seq: int,
-                 *, linger: float, batch_bytes: int) -> None:
+                 *, linger: float, batch_bytes: int, auto_time: bool = False) -> None:
         self._store = store
         self._stream = stream
         self.scope, self.stream = stream.scope, stream.name
@@ -137,6 +138,7 @@ class EventStreamWriter:
         self._closed = False
         self._rr = 0
         self._topology = stream.topology
+        self._auto_time = auto_time
         self.duplicates_dropped = 0
 
     # ------------------------------------------------------------------ writing
@@ -362,6 +364,8 @@ class EventStreamWriter:
             end = self._store._append_events(self._stream, self._wid_b, first, last, by_seg)
             with self._ack_lock:
                 self._inflight.append((end, last))
+            if self._auto_time:
+                self._store._watermarks.note(self._stream, self.writer_id, time.time_ns() // 1_000_000)
         else:
             with self._ack_lock:
                 if not self._inflight:
@@ -382,6 +386,17 @@ class EventStreamWriter:
         except Exception:  # noqa: BLE001 - kept in _failed; raised by the next flush/write
             pass
         return None
+
+    def note_time(self, timestamp: int) -> None:
+        """Say that every event this writer writes from now on has event time >= ``timestamp``
+        (an int in the application's unit; docs/event-time.md). Pending events are appended
+        first, so they count as before the note. Readers turn notes into time windows."""
+        if isinstance(timestamp, bool) or not isinstance(timestamp, int) or not 0 <= timestamp < (1 << 63):
+            raise InvalidConfigurationError(f"note_time needs an int timestamp >= 0, got {timestamp!r}")
+        if self._closed:
+            raise WriterClosedError(f"writer {self.writer_id!r} on {self.scope}/{self.stream} is closed")
+        self._drain()
+        self._store._watermarks.note(self._stream, self.writer_id, timestamp)
 
     # ------------------------------------------------------------------ acknowledgement
     @property

@@ -50,9 +50,17 @@ from ..events import EventRead
 from ..frames import FrameParser
 from ..reader import SegmentSource, deadline_of, events_from
 from ..serializers import resolve
+from ..watermarks import TimeWindow
 from . import assignment
 from .config import Position, split_seg_key
-from .state import GroupState, advance, begin_checkpoint, end_of, record_checkpoint, remove_reader
+from .state import (
+    GroupState,
+    advance,
+    begin_checkpoint,
+    end_of,
+    record_checkpoint,
+    remove_reader,
+)
 
 __all__ = ["GroupReader"]
 
@@ -176,6 +184,19 @@ class GroupReader:
     def position(self) -> Position:
         """The reader's Position: just after the last event it returned."""
         return Position.of(self._returned())
+
+    def get_current_time_window(self, scope: str, stream: str) -> Any:
+        """The event-time window of ``scope/stream`` at the segments this reader holds:
+        ``TimeWindow(lower, upper)`` (docs/event-time.md); bounds are None until known."""
+        skey = f"{scope}/{stream}"
+        if skey not in self._gs.state["config"]["streams"]:
+            raise StreamNotFoundError(f"reader group {self.group_name!r} does not read {skey}")
+        st = self._store._stream(scope, stream)
+        pos = {sid: off for k, off in self._returned().items()
+               for sk, sid in [split_seg_key(k)] if sk == skey}
+        if not pos:
+            return TimeWindow(None, None)  # no segment of that stream held: nothing to bound
+        return self._store._watermarks.window(st, pos, set(pos))
 
     def _marker_event(self, name: str | None) -> EventRead:
         ctx = _MarkerContext(("", ""))

@@ -12,7 +12,7 @@ from pravega_embedded import errors
 # The documented public names (README, issue 2, DESIGN.md section 4).
 DOCUMENTED = {
     "errors", "open", "open_temporary", "Store", "StreamConfiguration", "ScalingPolicy",
-    "RetentionPolicy", "StreamInfo", "SegmentInfo", "EpochInfo", "SegmentRange", "SegmentCountChange", "SegmentWatcher", "StreamCut", "EventRead", "EventPointer",
+    "RetentionPolicy", "StreamInfo", "SegmentInfo", "EpochInfo", "SegmentRange", "SegmentCountChange", "SegmentWatcher", "TimeWindow", "StreamCut", "EventRead", "EventPointer",
     "EventStreamWriter", "EventStreamReader", "Slice", "BytesSerializer", "TextSerializer",
     "JsonSerializer", "MAX_EVENT_SIZE", "__version__",
     "ReaderGroupConfig", "ReaderGroup", "GroupReader", "Checkpoint", "CheckpointFuture",
