@@ -405,7 +405,10 @@ class EventStreamReader:
         window = self._store._watermarks.window(self._st, self._returned())
         last = self._window
         if last is not None:  # never backwards (watermarks invariant 1; guards a truncation)
-            window = type(window)(_max(window.lower, last.lower), _max(window.upper, last.upper))
+            upper = window.upper  # None is "unknown" (past every watermark), not a low bound
+            if upper is not None and last.upper is not None:
+                upper = max(upper, last.upper)
+            window = type(window)(_max(window.lower, last.lower), upper)
         self._window = window
         return window
 

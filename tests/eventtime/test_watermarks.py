@@ -154,3 +154,26 @@ def test_group_reader_window_and_bad_input():
         with pytest.raises(WriterClosedError):
             w.note_time(10)
         r.close()
+
+
+def test_a_reader_past_every_watermark_has_no_upper_bound():
+    with pe.open_temporary(**FAST) as store:
+        store.create_scope("s")
+        store.create_stream("s", "x")
+        w = store.create_writer("s", "x", writer_id="w")
+        for t in (100, 200):
+            w.note_time(t)
+            w.write_event(str(t).encode(), routing_key="k")
+            w.write_event(str(t + 50).encode(), routing_key="k")
+            w.flush()
+            n = len(watermarks(store))
+            wait_for(lambda n=n: len(watermarks(store)) > n)
+        r = store.create_reader("s", "x")
+        read = []
+        for _ in range(4):
+            read.append(int(r.read_next_event(1).event))
+            win = r.get_current_time_window()
+            assert win.upper is None or all(t <= win.upper for t in read)
+            assert win.lower is None or win.upper is None or win.lower <= win.upper
+        assert r.get_current_time_window() == pe.TimeWindow(200, None)
+        w.close()
