@@ -256,33 +256,34 @@ class Metadata:
             for base in bases:
                 txn.delete(_U64.pack(base), db=self._files)
 
-    # ------------------------------------------------------------------ retention marks
+    # ------------------------------------------------------------------ marks per stream
+    # Retention marks ``[ns, total, cut]`` and watermarks ``[lower, upper, cut]``: per stream, a
+    # JSON list of (two ints, a frontier ``{sid: offset}``), rewritten whole.
     def retention_marks(self) -> list[tuple[str, list[Any]]]:
         """Every stream's retention marks as (``scope/stream``, [[ns, total, {sid: off}]])."""
-        with self.env.begin() as txn:
-            return [(k.decode(), json.loads(v)) for k, v in txn.cursor(db=self._retention)]
+        return self._marks(self._retention)
 
     def put_retention_marks(self, marks: dict[str, list[Any]]) -> None:
-        with self.env.begin(write=True) as txn:
-            for key, lst in marks.items():
-                if txn.get(key.encode(), db=self._streams) is None:
-                    continue  # deleted meanwhile
-                txn.put(key.encode(), _json([[ns, tot, {str(k): v for k, v in cut.items()}]
-                                             for ns, tot, cut in lst]), db=self._retention)
+        self._put_marks(self._retention, marks)
 
-    # ------------------------------------------------------------------ watermarks
     def watermarks(self) -> list[tuple[str, list[Any]]]:
         """Every stream's watermarks as (``scope/stream``, [[lower, upper, {sid: off}]])."""
-        with self.env.begin() as txn:
-            return [(k.decode(), json.loads(v)) for k, v in txn.cursor(db=self._watermarks)]
+        return self._marks(self._watermarks)
 
     def put_watermarks(self, marks: dict[str, list[Any]]) -> None:
+        self._put_marks(self._watermarks, marks)
+
+    def _marks(self, db: Any) -> list[tuple[str, list[Any]]]:
+        with self.env.begin() as txn:
+            return [(k.decode(), json.loads(v)) for k, v in txn.cursor(db=db)]
+
+    def _put_marks(self, db: Any, marks: dict[str, list[Any]]) -> None:
         with self.env.begin(write=True) as txn:
             for key, lst in marks.items():
                 if txn.get(key.encode(), db=self._streams) is None:
                     continue  # deleted meanwhile
-                txn.put(key.encode(), _json([[lo, hi, {str(k): v for k, v in cut.items()}]
-                                             for lo, hi, cut in lst]), db=self._watermarks)
+                txn.put(key.encode(), _json([[a, b, {str(k): v for k, v in cut.items()}]
+                                             for a, b, cut in lst]), db=db)
 
     def drop_index_before(self, txn: lmdb.Transaction, uid: int, offset: int) -> None:
         """Delete segment ``uid``'s index entries of sections ending at or before ``offset``
