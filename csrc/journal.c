@@ -31,7 +31,9 @@
  *                 bytes 4..23 followed by the whole payload
  *        4     4  payload_len (at most PE_MAX_RECORD_PAYLOAD)
  *        8     8  Global position of this record (guards against stale data being read as valid)
- *       16     1  Type: 1 = EVENTS; 2..15 reserved for later record types; 0 and 16..255 invalid
+ *       16     1  Type: 1 = EVENTS, 2 = BYTES, 3 = MERGE (their payloads are built and parsed in
+ *                 Python: pravega_embedded/records.py, docs/format.md); 4..15 reserved for later
+ *                 record types; 0 and 16..255 invalid
  *       17     1  Flags (0)
  *       18     2  Magic 0x4550 (the bytes 'P','E')
  *       20     4  Reserved (0)

@@ -52,6 +52,8 @@
 #define PE_MAX_WRITER_ID_LEN 255
 #define PE_MAX_RECORD_PAYLOAD 134217728
 #define PE_RECORD_EVENTS 1
+#define PE_RECORD_BYTES 2
+#define PE_RECORD_MERGE 3
 
 /* Durability modes of a journal. */
 #define PE_DURABILITY_FSYNC 0

@@ -5,6 +5,8 @@ Layout (dependencies point one way, top to bottom):
 - ``_native``      cffi binding of the C core in ``csrc/`` (framing, CRC32C, journal, group commit)
 - core modules     ``store`` (open, topology, append path), ``journal``, ``metadata`` (LMDB),
                    ``segment``, ``stream``, ``writer``, ``reader``, ``arrow``, ``routing``,
+                   ``staging``/``records``/``replay`` (BYTES and MERGE records),
+                   ``transactions``, ``largeevents``, ``bytestream``,
                    ``streamcut``, ``events``, ``serializers``, ``config``, ``names``, ``errors``
 - ``readergroup``  reader groups, checkpoints, positions (built on the core; registers the
                    service behind ``store.create_reader_group``)
@@ -40,6 +42,8 @@ from .serializers import BytesSerializer, JsonSerializer, TextSerializer
 from .store import Store, open, open_temporary
 from .stream import EpochInfo, SegmentRange, StreamInfo
 from .streamcut import StreamCut
+from .bytestream import ByteStream
+from .transactions import Transaction, TransactionalEventStreamWriter, TxnStatus
 from .watch import SegmentCountChange, SegmentWatcher
 from .watermarks import TimeWindow
 from .writer import MAX_EVENT_SIZE, EventStreamWriter
@@ -65,6 +69,10 @@ __all__ = [
     "EventRead",
     "EventPointer",
     "EventStreamWriter",
+    "TransactionalEventStreamWriter",
+    "Transaction",
+    "TxnStatus",
+    "ByteStream",
     "EventStreamReader",
     "Slice",
     "ReaderGroupConfig",

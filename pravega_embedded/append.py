@@ -24,7 +24,7 @@ from ._native import check, ffi, lib
 from .errors import StreamNotFoundError, StreamSealedError
 from .routing import key_point, owner_index
 
-__all__ = ["append_events", "reroute"]
+__all__ = ["append_events", "reroute", "try_append"]
 
 Batch = dict[Any, list[tuple[bytes | None, list[bytes]]]]
 _REC_FIXED = lib.PE_RECORD_HEADER_SIZE + lib.PE_EVENTS_HEADER_SIZE
@@ -58,13 +58,17 @@ def append_events(store: Any, st: Any, wid: bytes, first: int, last: int, by_seg
     journal record; re-route it while a scaling has sealed one of its segments. Returns the
     record's end position."""
     while True:
-        end = _try_append(store, st, wid, first, last, by_seg)
+        end = try_append(store, st, wid, first, last, by_seg)
         if end is not None:
             return end
         by_seg = reroute(st, by_seg)  # a scaling sealed a target meanwhile (invariant 2)
 
 
-def _try_append(store: Any, st: Any, wid: bytes, first: int, last: int, by_seg: Batch) -> int | None:
+def try_append(store: Any, st: Any, wid: bytes, first: int, last: int, by_seg: Batch,
+               out_entries: list[Any] | None = None) -> int | None:
+    """Append one batch as one record unless one of its segments is sealed (then None). An
+    empty ``wid`` writes a transaction's staged events: no writer sequence is kept;
+    ``out_entries`` collects the (segment, index entry) pairs appended."""
     nsec = len(by_seg)
     ngroups = sum(map(len, by_seg.values()))
     sections = ffi.new("pe_section[]", nsec)
@@ -121,8 +125,11 @@ def _try_append(store: Any, st: Any, wid: bytes, first: int, last: int, by_seg: 
                 sec = sections[si]
                 nbytes = sec.n_bytes
                 rel = sec.data_pos - rec_pos
-                entry = seg.add_section(seg.length, nbytes, sec.data_pos, view[rel : rel + nbytes])
+                entry = seg.add_section(seg.length, nbytes, sec.data_pos, view[rel : rel + nbytes],
+                                        None, sec.n_events)
                 entries.append(entry)
+                if out_entries is not None:
+                    out_entries.append((seg, entry))
                 store._idx_pending.append((seg, entry, sec.n_events))
                 seg.length += nbytes
                 seg.events_in += sec.n_events
@@ -135,9 +142,10 @@ def _try_append(store: Any, st: Any, wid: bytes, first: int, last: int, by_seg: 
                 store._tail_bytes -= nb
                 for e in old:
                     e[3] = None
-        wk = (st.key, wid.decode("utf-8", "surrogateescape"))
-        store._writer_seqs[wk] = last
-        store._dirty_writers[wk] = last
+        if wid:
+            wk = (st.key, wid.decode("utf-8", "surrogateescape"))
+            store._writer_seqs[wk] = last
+            store._dirty_writers[wk] = last
         end = outs[2]
     st.notify()
     return end

@@ -21,7 +21,8 @@ name the scope, stream, segment or writer involved. The base class is never rais
     │   ├── StreamNotFoundError
     │   ├── SegmentNotFoundError
     │   ├── ReaderGroupNotFoundError
-    │   └── ReaderNotFoundError                          reader id not in the group
+    │   ├── ReaderNotFoundError                          reader id not in the group
+    │   └── TxnNotFoundError                             no transaction with that id
     ├── AlreadyExistsError                (FileExistsError)
     │   ├── ScopeExistsError
     │   ├── StreamExistsError
@@ -30,6 +31,8 @@ name the scope, stream, segment or writer involved. The base class is never rais
     │   ├── ReaderExistsError                            reader id already open in the group
     │   └── CheckpointExistsError                        checkpoint name already outstanding
     ├── ScopeNotEmptyError                (OSError)
+    ├── StreamKindError                   (TypeError)    event API on a byte stream, or back
+    ├── TxnFailedError                    (RuntimeError) commit/abort/write of an ended txn
     ├── StreamSealedError                 (RuntimeError)  writes to a sealed stream
     │   └── SegmentSealedError
     ├── TruncatedDataError                (LookupError)  position before the stream's head
@@ -69,6 +72,7 @@ __all__ = [
     "SegmentNotFoundError",
     "ReaderGroupNotFoundError",
     "ReaderNotFoundError",
+    "TxnNotFoundError",
     "AlreadyExistsError",
     "ScopeExistsError",
     "StreamExistsError",
@@ -77,6 +81,8 @@ __all__ = [
     "ReaderExistsError",
     "CheckpointExistsError",
     "ScopeNotEmptyError",
+    "StreamKindError",
+    "TxnFailedError",
     "StreamSealedError",
     "SegmentSealedError",
     "TruncatedDataError",
@@ -163,6 +169,10 @@ class ReaderNotFoundError(NotFoundError):
     """No reader with this id is in the reader group."""
 
 
+class TxnNotFoundError(NotFoundError):
+    """No transaction with this id is known on the stream (never begun, or ended long ago)."""
+
+
 class AlreadyExistsError(PravegaEmbeddedError, FileExistsError):
     """Something with this name exists already (pass exist_ok=True to accept it)."""
 
@@ -193,6 +203,16 @@ class CheckpointExistsError(AlreadyExistsError):
 
 class ScopeNotEmptyError(PravegaEmbeddedError, OSError):
     """A scope that still holds streams cannot be deleted."""
+
+
+class StreamKindError(PravegaEmbeddedError, TypeError):
+    """The event API used on a byte stream, or the byte API on an event stream: a stream is
+    one or the other for its whole life."""
+
+
+class TxnFailedError(PravegaEmbeddedError, RuntimeError):
+    """A transaction cannot do this any more: it was committed, aborted, or its lease expired.
+    A commit or abort of an ended transaction is refused, never applied twice."""
 
 
 class StreamSealedError(PravegaEmbeddedError, RuntimeError):

@@ -1,8 +1,9 @@
 """The store's journal (tier 1): one append-only sequence of records for every segment.
 
 Owns: the files under ``<store>/journal`` (``<base:020d>.pej``), recovery (scan, cut a torn
-tail, refuse corruption), replay parsing of EVENTS records, the C journal handle that appends
-with group commit, and positional reads for catch-up.
+tail, refuse corruption), replay parsing of EVENTS records (BYTES and MERGE payloads are parsed
+by ``records``), the C journal handle that appends with group commit, and positional reads for
+catch-up.
 
 Invariants:
   1. Positions are global: a file named ``B`` holds positions [B, B + size); its first record
@@ -34,6 +35,7 @@ from typing import Any, Iterator
 
 from ._native import check, ffi, lib
 from .errors import CorruptDataError, StorageError, StoreClosedError
+from .records import parse_bytes_record, parse_merge_record
 
 __all__ = ["Journal", "EventsRecord", "Section", "DURABILITY_MODES"]
 
@@ -139,9 +141,10 @@ class Journal:
         return os.path.join(self.dir, file_name(base))
 
     # ------------------------------------------------------------------ recovery
-    def recover(self, applied_pos: int | None) -> tuple[int, int, list[EventsRecord]]:
+    def recover(self, applied_pos: int | None) -> tuple[int, int, list[Any]]:
         """Validate the journal from ``applied_pos`` on; return (base of the last file, end
-        position, EVENTS records at or after applied_pos). Cuts a torn tail (invariant 2)."""
+        position, the EVENTS, BYTES and MERGE records at or after applied_pos, parsed). Cuts a
+        torn tail (invariant 2)."""
         bases = self.files()
         if not bases:
             base = 0 if applied_pos is None else max(0, applied_pos - HEADER)
@@ -154,7 +157,7 @@ class Journal:
                 f"holding it is missing (the oldest file, {file_name(bases[0])}, starts at "
                 f"{bases[0]}): journal data is missing"
             )
-        records: list[EventsRecord] = []
+        records: list[Any] = []
         end = start
         for i in range(first, len(bases)):
             base, last_file = bases[i], i == len(bases) - 1
@@ -242,7 +245,7 @@ class Journal:
         self.torn_bytes_cut += len(tail)
 
     @staticmethod
-    def _collect(mm: mmap.mmap, base: int, start: int, end: int, out: list[EventsRecord]) -> None:
+    def _collect(mm: mmap.mmap, base: int, start: int, end: int, out: list[Any]) -> None:
         typ = ffi.new("uint32_t *")
         plen = ffi.new("uint32_t *")
         total = ffi.new("uint64_t *")
@@ -253,8 +256,17 @@ class Journal:
             while pos < end:
                 off = pos - base
                 check(lib.pe_record_header(buf + off, end - pos, pos, typ, plen, total), "journal replay")
-                if typ[0] == lib.PE_RECORD_EVENTS:
+                t = typ[0]
+                if t == lib.PE_RECORD_EVENTS:
                     out.append(parse_events_record(view, off, pos, total[0]))
+                elif t == lib.PE_RECORD_BYTES:
+                    out.append(parse_bytes_record(view, off, pos, total[0]))
+                elif t == lib.PE_RECORD_MERGE:
+                    out.append(parse_merge_record(view, off, pos, total[0]))
+                else:
+                    raise CorruptDataError(
+                        f"journal record at {pos} has type {t}, which this release does not know"
+                    )
                 pos += total[0]
         finally:
             view.release()
@@ -330,6 +342,15 @@ class Journal:
                 except FileNotFoundError:
                     continue  # deleted by retention: nothing in it is needed
             self._durable_floor = max(self._durable_floor, pos)
+
+    def append_record(self, rtype: int, payload: bytes, what: str) -> tuple[int, int]:
+        """Append one BYTES or MERGE record; return (its position, its end)."""
+        outs = ffi.new("uint64_t[2]")
+        with self.use() as h:
+            status = lib.pe_journal_append_record(h, rtype, payload, len(payload), outs, outs + 1)
+        if status != lib.PE_OK:
+            check(status, what)
+        return outs[0], outs[1]
 
     def close(self) -> None:
         """Make everything durable, wait for in-flight calls, free the C journal. Idempotent."""

@@ -38,7 +38,8 @@ from .errors import CorruptDataError, FormatVersionError, StorageError
 
 __all__ = ["Metadata", "META_FORMAT_VERSION"]
 
-META_FORMAT_VERSION = 2  # 2: scaling (segment graph), files and retention tables
+META_FORMAT_VERSION = 3  # 2: scaling (segment graph), files and retention tables
+# 3: transactions (txns table, staging segments), BYTES/MERGE journal records, byte streams
 _U64 = struct.Struct(">Q")
 _IDX_KEY = struct.Struct(">QQ")  # uid, segment offset
 _IDX_VAL = struct.Struct("<QII")  # journal position, framed bytes, events
@@ -91,6 +92,7 @@ class Metadata:
         self._files = e.open_db(b"files")
         self._retention = e.open_db(b"retention")
         self._watermarks = e.open_db(b"watermarks")
+        self._txns = e.open_db(b"txns")
         self._check_format()
 
     # ------------------------------------------------------------------ format / store keys
@@ -166,15 +168,7 @@ class Metadata:
     def delete_stream(self, txn: lmdb.Transaction, key: str, uids: Iterable[int]) -> None:
         """Remove a stream with its segments, lengths, index entries and writer sequences."""
         txn.delete(key.encode(), db=self._streams)
-        for uid in uids:
-            k = _U64.pack(uid)
-            txn.delete(k, db=self._segments)
-            txn.delete(k, db=self._seglen)
-            cur = txn.cursor(db=self._index)
-            if cur.set_range(k):
-                while cur.key()[:8] == k:
-                    if not cur.delete():
-                        break
+        self.delete_segments(txn, uids)
         txn.delete(key.encode(), db=self._retention)
         txn.delete(key.encode(), db=self._watermarks)
         prefix = _writer_prefix(key)
@@ -195,6 +189,30 @@ class Metadata:
 
     def put_segment(self, txn: lmdb.Transaction, uid: int, record: dict[str, Any]) -> None:
         txn.put(_U64.pack(uid), _json(record), db=self._segments)
+
+    def delete_segments(self, txn: lmdb.Transaction, uids: Iterable[int]) -> None:
+        """Remove segments with their lengths and index entries."""
+        for uid in uids:
+            k = _U64.pack(uid)
+            txn.delete(k, db=self._segments)
+            txn.delete(k, db=self._seglen)
+            cur = txn.cursor(db=self._index)
+            if cur.set_range(k):
+                while cur.key()[:8] == k:
+                    if not cur.delete():
+                        break
+
+    # ------------------------------------------------------------------ transactions
+    def txns(self) -> list[tuple[str, dict[str, Any]]]:
+        """Every transaction record as (id hex, record)."""
+        with self.env.begin() as txn:
+            return [(k.decode(), json.loads(v)) for k, v in txn.cursor(db=self._txns)]
+
+    def put_txn(self, txn: lmdb.Transaction, txn_id: str, record: dict[str, Any]) -> None:
+        txn.put(txn_id.encode(), _json(record), db=self._txns)
+
+    def delete_txn(self, txn: lmdb.Transaction, txn_id: str) -> None:
+        txn.delete(txn_id.encode(), db=self._txns)
 
     # ------------------------------------------------------------------ writers
     def writer_seq(self, stream_key: str, writer_id: str) -> int | None:
@@ -301,6 +319,21 @@ class Metadata:
                 break
 
     # ------------------------------------------------------------------ index
+    def index_entries(self, uid: int) -> list[tuple[int, int, int, int]]:
+        """Every index entry of segment ``uid`` as (start offset, journal position, bytes,
+        events), in offset order."""
+        k = _U64.pack(uid)
+        out = []
+        with self.env.begin() as txn:
+            cur = txn.cursor(db=self._index)
+            if cur.set_range(k):
+                while cur.key()[:8] == k:
+                    _, start = _IDX_KEY.unpack(cur.key())
+                    out.append((start, *_IDX_VAL.unpack(cur.value())))
+                    if not cur.next():
+                        break
+        return out
+
     def index_floor(self, uid: int, offset: int) -> tuple[int, int, int, int] | None:
         """The index entry of segment ``uid`` with the greatest start <= offset:
         (start offset, journal position, framed bytes, events), or None."""

@@ -18,6 +18,7 @@ read-only snapshots and may be iterated from several threads (each iteration is 
 
 from __future__ import annotations
 
+import struct
 import time
 from typing import Any, Iterator
 
@@ -35,20 +36,25 @@ from .errors import (
 )
 from .events import EventRead
 from .frames import FrameParser
+from .largeevents import LargeFrame, read_large
 from .serializers import resolve
 
 __all__ = ["EventStreamReader", "Slice", "SegmentSource", "deadline_of"]
 
 _new = tuple.__new__
+_FRAME_HEAD = struct.Struct("<IH")  # payload length, key length (frames.c)
 
 
 def events_from(data: bytes, base: int, sid: int, names: tuple[str, str], ser: Any,
                 frames: FrameParser, what: str) -> list[EventRead]:
     """All events in ``data`` (complete frames; the first at segment offset ``base``)."""
     out: list[EventRead] = []
+    ER = EventRead
+    if type(data) is LargeFrame:
+        ev = data.event if ser is None else ser.deserialize(data.event)
+        return [_new(ER, (ev, data.key, sid, base, data.length, names))]
     cbuf = ffi.from_buffer(data)
     pos, total = 0, len(data)
-    ER = EventRead
     while pos < total:
         n, consumed = frames.parse(cbuf + pos, total - pos, what)
         if n == 0:
@@ -98,22 +104,23 @@ class SegmentSource:
     def __init__(self, store: Any, seg: Any) -> None:
         self.store, self.seg = store, seg
 
-    def section(self, offset: int) -> tuple[int, int, int, Any]:
-        """(start, end, journal position, cached data or None) of the section containing offset."""
+    def section(self, offset: int) -> tuple[int, int, int, Any, int]:
+        """(start, end, journal position, cached data or None, events starting in it) of the
+        section containing offset."""
         seg = self.seg
         with self.store._index_lock:
             e = seg.find(offset)
             if e is not None:
-                return e[0], e[1], e[2], e[3]
+                return e[0], e[1], e[2], e[3], e[6]
         hit = self.store._meta.index_floor(seg.uid, offset)
         if hit is None or offset >= hit[0] + hit[2]:
             with self.store._index_lock:  # it may have been appended meanwhile
                 e = seg.find(offset)
                 if e is not None:
-                    return e[0], e[1], e[2], e[3]
+                    return e[0], e[1], e[2], e[3], e[6]
             raise CorruptDataError(f"segment {seg.name}: no data indexed at offset {offset}")
-        start, pos, nbytes, _ = hit
-        return start, start + nbytes, pos, None
+        start, pos, nbytes, nev = hit
+        return start, start + nbytes, pos, None, nev
 
     def visible_length(self, synced: int) -> int:
         """The segment's length counting only durable sections (invariant 1)."""
@@ -124,7 +131,7 @@ class SegmentSource:
             i = len(entries) - 1
             while i >= 0:
                 e = entries[i]
-                if e[2] + (e[1] - e[0]) <= synced:
+                if e[5] <= synced:
                     break
                 length = e[0]
                 i -= 1
@@ -132,9 +139,20 @@ class SegmentSource:
 
     def read(self, offset: int, limit: int, *, copy: bool = True) -> tuple[Any, int]:
         """Complete frames from ``offset`` to the end of its section or ``limit``: (bytes, end).
-        With copy=False a cached section comes back as a read-only memoryview (no copy)."""
+        With copy=False a cached section comes back as a read-only memoryview (no copy). A
+        large event (a frame longer than its section, ``largeevents``) comes back whole as a
+        LargeFrame."""
+        data, stop = self.read_raw(offset, limit, copy=copy)
+        if len(data) >= 6:
+            pl, kl = _FRAME_HEAD.unpack_from(data, 0)
+            if 6 + (0 if kl == 0xFFFF else kl) + pl > len(data):
+                return read_large(self, offset, limit, data)
+        return data, stop
+
+    def read_raw(self, offset: int, limit: int, *, copy: bool = True) -> tuple[Any, int]:
+        """The bytes from ``offset`` to the end of its section or ``limit``: (bytes, end)."""
         try:
-            start, end, pos, data = self.section(offset)
+            start, end, pos, data, _ = self.section(offset)
             stop = min(end, limit)
             if data is not None:
                 view = data[offset - start : stop - start]
@@ -154,10 +172,14 @@ class SegmentSource:
         seg = self.seg
         if offset == 0 or offset == seg.length:
             return
-        start, _, _, _ = self.section(offset)
+        start, _, _, _, nev = self.section(offset)
+        if nev == 0:  # inside a large event (its continuation chunks start no event)
+            raise InvalidStreamCutError(
+                f"{what}: offset {offset} is inside a large event in segment {seg.name}"
+            )
         if offset == start:
             return
-        data, _ = self.read(start, offset)
+        data, _ = self.read_raw(start, offset)
         frames = FrameParser(1024)
         cbuf = ffi.from_buffer(data)
         p = 0
@@ -492,7 +514,10 @@ class Slice:
         """A pyarrow Table: event (large_binary), routing_key (large_string, null if none),
         segment_id (int64), offset (int64)."""
         from .arrow import slice_to_arrow
-        return slice_to_arrow(self._chunks(copy=False))
+        return slice_to_arrow(
+            (seg, data.frame() if type(data) is LargeFrame else data, pos)
+            for seg, data, pos in self._chunks(copy=False)
+        )
 
     def to_pandas(self) -> Any:
         """A pandas DataFrame with the columns of ``to_arrow()`` (needs pandas)."""

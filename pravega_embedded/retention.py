@@ -168,10 +168,12 @@ class Retention:
                 return 0
             bases = journal.files()
             current = journal.state()[2]
+            pins = list(store._pins.values())
+            pin = min(pins) if pins else None
             doomed = []
             for base, nxt in zip(bases, bases[1:]):
-                if base >= current or nxt > applied:
-                    break
+                if base >= current or nxt > applied or (pin is not None and nxt > pin):
+                    break  # staged data from ``pin`` on is referenced by no segment yet
                 ends = store._file_ends.get(base, {})
                 if all(self._dead(uid, end) for uid, end in ends.items()):
                     doomed.append(base)

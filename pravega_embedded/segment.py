@@ -7,9 +7,14 @@ so tail reads are served from memory).
 Invariants:
   1. ``length`` is the segment's byte length: the sum of its sections' framed bytes. Sections
      are added in offset order with no gap (each starts at the previous length).
-  2. ``entries[i] = [start, end, journal_pos, data, persisted]``; ``starts[i] == entries[i][0]``;
-     ``data`` is the section's framed bytes while cached, else None; ``persisted`` is True once
-     the entry is in the LMDB index. Entries are dropped only when both evicted and persisted.
+  2. ``entries[i] = [start, end, journal_pos, data, persisted, visible_at, n_events]``;
+     ``starts[i] == entries[i][0]``; ``data`` is the section's bytes while cached, else None;
+     ``persisted`` is True once the entry is in the LMDB index; ``visible_at`` is the journal
+     position that must be durable before readers may see the section (its own end, or for a
+     section merged in by reference the end of the MERGE record, ``staging``); ``n_events``
+     counts the events starting in it (0: the continuation of a large event, or byte-stream
+     bytes). ``visible_at`` only grows along the list. Entries are dropped only when both
+     evicted and persisted.
   3. Segment id = ``epoch << 32 | number``; ``uid`` is the store-wide number used in the journal.
   4. ``preds``/``succs`` link the segments of a stream across scalings: a scale seals segments
      (``sealed_epoch`` = the new epoch) and creates successors whose key ranges cover exactly
@@ -82,8 +87,10 @@ class Segment:
     def name(self) -> str:
         return f"{self.stream.scope}/{self.stream.name}/{format_segment_id(self.segment_id)}"
 
-    def add_section(self, start: int, nbytes: int, pos: int, data: Any) -> list[Any]:
-        entry = [start, start + nbytes, pos, data, False]
+    def add_section(self, start: int, nbytes: int, pos: int, data: Any, visible_at: int | None = None,
+                    n_events: int = 1) -> list[Any]:
+        entry = [start, start + nbytes, pos, data, False,
+                 pos + nbytes if visible_at is None else visible_at, n_events]
         self.starts.append(start)
         self.entries.append(entry)
         return entry

@@ -40,9 +40,9 @@ from collections import deque
 from typing import Any, Callable
 
 from .append import append_events
+from .bytestream import ByteStream
 from .config import StreamConfiguration
 from .errors import (
-    CorruptDataError,
     InvalidConfigurationError,
     InvalidEventPointerError,
     InvalidStreamCutError,
@@ -53,15 +53,18 @@ from .errors import (
     StoreClosedError,
     StoreLockedError,
     StreamExistsError,
+    StreamKindError,
     StreamNotFoundError,
     StreamSealedError,
     WriterExistsError,
 )
 from .events import EventPointer, EventRead
 from .journal import DURABILITY_MODES, Journal
+from .largeevents import DEFAULT_LARGE_EVENT_LIMIT
 from .metadata import Metadata
 from .names import validate_scope, validate_stream, validate_writer_id
 from .reader import EventStreamReader, SegmentSource, Slice
+from .replay import replay
 from .retention import Retention
 from .routing import equal_ranges
 from .scaling import DEFAULT_WINDOWS, AutoScaler, commit_scale, rescale_ranges
@@ -69,9 +72,10 @@ from .segment import Segment
 from .stream import StreamInfo, StreamState
 from .streamcut import StreamCut, segment_id
 from .topology import check_cut, upper_bound
+from .transactions import TransactionalEventStreamWriter, Transactions
 from .watch import SegmentCountChange, SegmentWatcher
 from .watermarks import Watermarks
-from .writer import MAX_BATCH_BYTES, EventStreamWriter
+from .writer import MAX_BATCH_BYTES, MAX_EVENT_SIZE, EventStreamWriter
 
 __all__ = ["Store", "open", "open_temporary", "register_service"]
 
@@ -93,7 +97,8 @@ class Store:
                  tail_cache_bytes: int = 64 << 20, checkpoint_interval: float = 1.0,
                  map_size: int = 1 << 32, scale_windows: tuple[float, ...] = DEFAULT_WINDOWS,
                  scale_cooldown: float = 600.0, maintenance_interval: float = 10.0,
-                 retention_interval: float = 60.0, _temporary: bool = False) -> None:
+                 retention_interval: float = 60.0, large_event_limit: int = DEFAULT_LARGE_EVENT_LIMIT,
+                 _temporary: bool = False) -> None:
         if durability not in DURABILITY_MODES:
             raise InvalidConfigurationError(
                 f"durability must be one of {sorted(DURABILITY_MODES)}, got {durability!r}"
@@ -103,6 +108,11 @@ class Store:
         for what, x in (("maintenance_interval", maintenance_interval), ("retention_interval", retention_interval)):
             if isinstance(x, bool) or not isinstance(x, (int, float)) or not 0 < x <= 86400:
                 raise InvalidConfigurationError(f"{what} must be seconds in (0, 86400], got {x!r}")
+        if isinstance(large_event_limit, bool) or not isinstance(large_event_limit, int) or \
+                not MAX_EVENT_SIZE <= large_event_limit <= (1 << 32) - (1 << 16):
+            raise InvalidConfigurationError(
+                f"large_event_limit must be an int in [8 MiB, 4 GiB - 64 KiB], got {large_event_limit!r}")
+        self.large_event_limit = large_event_limit
         self._autoscaler = AutoScaler(self, scale_windows, scale_cooldown)
         self.maintenance_interval = float(maintenance_interval)
         self.retention_interval = float(retention_interval)
@@ -143,6 +153,7 @@ class Store:
         self._append_lock = threading.Lock()
         self._index_lock = threading.Lock()
         self._ckpt_lock = threading.Lock()
+        self._pins: dict[int, int] = {}  # journal positions retention must keep (staging)
         self._streams: dict[str, StreamState] = {}
         self._seg_by_uid: dict[int, Segment] = {}
         self._writer_seqs: dict[tuple[str, str], int] = {}
@@ -162,7 +173,7 @@ class Store:
         try:
             self._load_topology()
             base, end, records = self._journal.recover(self._meta.applied_pos())
-            self._replay(records)
+            self._committed_at_replay = replay(self, records)
             self.recovered_records = len(records)
             self.torn_bytes_cut = self._journal.torn_bytes_cut
             self._journal.open(base, end)
@@ -170,6 +181,7 @@ class Store:
             self.checkpoint()
             self._retention = Retention(self)
             self._watermarks = Watermarks(self)
+            self._txns = Transactions(self, self._staged, self._committed_at_replay)
         except BaseException:
             try:
                 self._journal.close()
@@ -193,7 +205,9 @@ class Store:
             st = StreamState(scope, name, StreamConfiguration.from_json(rec["config"]),
                              rec["created_ns"], rec["sealed"], {int(k): v for k, v in rec["head"].items()},
                              epochs, rec.get("next_number", 0))
+            st.kind = rec.get("kind", "events")
             self._streams[key] = st
+        self._staged: dict[int, Segment] = {}
         for uid, rec, length in sorted(self._meta.segments(), key=lambda x: x[1]["id"]):
             st = self._streams.get(rec["stream"])
             if st is None:
@@ -201,7 +215,10 @@ class Store:
             seg = Segment(uid, rec["id"], rec["low"], rec["high"], length, rec["sealed"], st,
                           preds=tuple(rec.get("preds", ())), sealed_epoch=rec.get("sealed_epoch"),
                           created_ns=rec.get("created_ns", st.created_ns))
-            st.add_segment(seg)
+            if "txn" in rec:  # a transaction's staging segment: hidden (staging invariant 3)
+                self._staged[uid] = seg
+            else:
+                st.add_segment(seg)
             self._seg_by_uid[uid] = seg
         for st in self._streams.values():
             if not st.next_number:
@@ -220,36 +237,13 @@ class Store:
                 del ends[b]
         self._file_ends: dict[int, dict[int, int]] = ends
 
-    def _replay(self, records: list[Any]) -> None:
-        """Apply journal records after the last checkpoint (metadata invariant 1)."""
-        for rec in records:
-            stream_key = None
-            for sec in rec.sections:
-                seg = self._seg_by_uid.get(sec.segment_uid)
-                if seg is None:
-                    continue  # a deleted stream's data
-                if sec.segment_offset != seg.length:
-                    raise CorruptDataError(
-                        f"journal record at {rec.pos} puts {sec.n_bytes} bytes at offset "
-                        f"{sec.segment_offset} of segment {seg.name}, whose length is {seg.length}"
-                    )
-                entry = seg.add_section(sec.segment_offset, sec.n_bytes, sec.data_pos, None)
-                self._idx_pending.append((seg, entry, sec.n_events))
-                seg.length += sec.n_bytes
-                self._dirty_lengths.add(seg.uid)
-                stream_key = seg.stream.key
-            if stream_key is not None:
-                wk = (stream_key, rec.writer_id)
-                if rec.last_seq > self._writer_seqs.get(wk, -1):
-                    self._writer_seqs[wk] = rec.last_seq
-                    self._dirty_writers[wk] = rec.last_seq
-
     # ------------------------------------------------------------------ helpers
     def _check_open(self) -> None:
         if self._closed:
             raise StoreClosedError(f"store {self.path} is closed")
 
-    def _stream(self, scope: str, stream: str) -> StreamState:
+    def _stream(self, scope: str, stream: str, kind: str | None = None) -> StreamState:
+        """The stream's state; with ``kind``, StreamKindError unless it is that kind."""
         self._check_open()
         st = self._streams.get(f"{scope}/{stream}")
         if st is None:
@@ -258,6 +252,12 @@ class Store:
             if not self._meta.has_scope(scope):
                 raise ScopeNotFoundError(f"scope {scope!r} does not exist")
             raise StreamNotFoundError(f"stream {scope}/{stream} does not exist")
+        if kind is not None and st.kind != kind:
+            raise StreamKindError(
+                f"{st.key} is a byte stream: use store.create_byte_stream for it, not the event API"
+                if st.kind == "bytes" else
+                f"{st.key} is an event stream: the byte-stream API cannot open it"
+            )
         return st
 
     def _segments_of(self, stream_key: str) -> dict[int, Segment] | None:
@@ -301,7 +301,7 @@ class Store:
 
     # ------------------------------------------------------------------ streams
     def create_stream(self, scope: str, stream: str, config: StreamConfiguration | None = None,
-                      *, exist_ok: bool = False) -> bool:
+                      *, exist_ok: bool = False, _kind: str = "events") -> bool:
         """Create a stream; return False if it existed (and exist_ok)."""
         validate_scope(scope)
         validate_stream(stream)
@@ -322,6 +322,7 @@ class Store:
                     raise ScopeNotFoundError(f"scope {scope!r} does not exist (create_scope first)")
                 uids = self._meta.allocate_uids(txn, n)
                 st = StreamState(scope, stream, config, now, False, {}, None, n)
+                st.kind = _kind
                 for i, (uid, (low, high)) in enumerate(zip(uids, equal_ranges(n))):
                     seg = Segment(uid, segment_id(i, 0), low, high, 0, False, st, created_ns=now)
                     self._meta.put_segment(txn, uid, seg.record())
@@ -386,6 +387,7 @@ class Store:
             st.notify()
             for w in list(st.scale_watchers):
                 w.close()
+            self._txns.stream_deleted(st)
         self.checkpoint()
         self._retention.reclaim()
 
@@ -397,7 +399,7 @@ class Store:
         the successors by themselves; readers read a successor only after its predecessors.
         Returns the new segment ids in key order."""
         with self._lock:
-            st = self._stream(scope, stream)
+            st = self._stream(scope, stream, "events")
             return commit_scale(self, st, list(seal) if isinstance(seal, (list, tuple)) else seal,
                                 new_ranges)
 
@@ -411,6 +413,8 @@ class Store:
             st = self._stream(scope, stream)
             n = len(st.open_segments)
             policy = config.scaling
+            if st.kind == "bytes" and (policy.kind != "fixed" or policy.min_segments != 1):
+                raise StreamKindError(f"{st.key} is a byte stream: it keeps exactly one segment")
             plan = None
             if policy.kind == "fixed" and not st.sealed:
                 plan = rescale_ranges(st, policy.min_segments)
@@ -470,7 +474,7 @@ class Store:
         files holding only truncated data are deleted (docs/retention.md)."""
         with self._lock:
             st = self._stream(scope, stream)
-            positions = self._resolve_cut(st, cut, "truncate")
+            positions = self._resolve_cut(st, cut, "truncate", check_boundaries=st.kind == "events")
             if positions is None:
                 return
             moved = self._truncate_full(st, positions, "truncate")
@@ -548,7 +552,7 @@ class Store:
         if not (isinstance(batch_bytes, int) and 1 <= batch_bytes <= MAX_BATCH_BYTES):
             raise InvalidConfigurationError(f"batch_bytes must be 1..{MAX_BATCH_BYTES}, got {batch_bytes!r}")
         with self._lock:
-            st = self._stream(scope, stream)
+            st = self._stream(scope, stream, "events")
             if st.sealed:
                 raise StreamSealedError(f"stream {st.key} is sealed")
             if any(w.writer_id == writer_id for w in st.writers):
@@ -567,6 +571,33 @@ class Store:
             self._writers.add(w)
             return w
 
+    def create_transactional_writer(self, scope: str, stream: str, writer_id: str | None = None, *,
+                                    serializer: Any = None) -> TransactionalEventStreamWriter:
+        """A writer of transactions on one stream (docs/transactions.md)."""
+        if writer_id is None:
+            writer_id = f"tw-{os.getpid()}-{time.monotonic_ns():x}"
+        validate_writer_id(writer_id)
+        st = self._stream(scope, stream, "events")
+        return TransactionalEventStreamWriter(self, st, writer_id, serializer)
+
+    def create_byte_stream(self, scope: str, stream: str,
+                           config: StreamConfiguration | None = None) -> ByteStream:
+        """Open the byte stream ``scope/stream``, creating it (one segment; ``config`` may set
+        its retention) if needed: a seekable, append-only byte sequence (docs/byte-streams.md)."""
+        validate_scope(scope)
+        validate_stream(stream)
+        config = StreamConfiguration() if config is None else config
+        if not isinstance(config, StreamConfiguration) or config.scaling.kind != "fixed" or \
+                config.scaling.min_segments != 1:
+            raise InvalidConfigurationError(
+                f"a byte stream has one segment: its config needs ScalingPolicy.fixed(1), got {config!r}")
+        with self._lock:
+            self._check_open()
+            if f"{scope}/{stream}" not in self._streams:
+                self.create_stream(scope, stream, config, _kind="bytes")
+            st = self._stream(scope, stream, "bytes")
+        return ByteStream(self, st)
+
     def _writer_closed(self, w: EventStreamWriter) -> None:
         with self._lock:
             w._stream.writers.discard(w)
@@ -577,7 +608,7 @@ class Store:
                       end: StreamCut | None = None, *, serializer: Any = None) -> EventStreamReader:
         """A standalone reader of one stream from ``start`` (default: head) to ``end``
         (default: unbounded, following the tail)."""
-        st = self._stream(scope, stream)
+        st = self._stream(scope, stream, "events")
         start_pos = self._resolve_cut(st, start, "create_reader start")
         end_pos = self._resolve_cut(st, end, "create_reader end")
         r = EventStreamReader(self, st, start_pos, end_pos, serializer)
@@ -588,7 +619,7 @@ class Store:
                    end: StreamCut | None = None, *, serializer: Any = None) -> Slice:
         """The events between two cuts (default: head to the current tail), per segment in
         order: iterate it, or turn it into Arrow/pandas with ``.to_arrow()``/``.to_pandas()``."""
-        st = self._stream(scope, stream)
+        st = self._stream(scope, stream, "events")
         start_pos = self._resolve_cut(st, start, "read_slice start")
         end_pos = self._resolve_cut(st, end, "read_slice end")
         return Slice(self, st, start_pos, end_pos, serializer)
@@ -597,7 +628,7 @@ class Store:
         """Read the one event an EventPointer points to."""
         if not isinstance(pointer, EventPointer):
             raise InvalidEventPointerError(f"expected an EventPointer, got {type(pointer).__name__}")
-        st = self._stream(pointer.scope, pointer.stream)
+        st = self._stream(pointer.scope, pointer.stream, "events")
         seg = st.segments.get(pointer.segment_id)
         if seg is None:
             raise SegmentNotFoundError(f"{st.key} has no segment {pointer.segment_id}")
@@ -662,6 +693,7 @@ class Store:
                 self._autoscaler.tick()
                 self._retention.tick()
                 self._watermarks.tick()
+                self._txns.tick()
             except Exception:  # noqa: BLE001 - the journal or metadata failed; retried next tick
                 if self._closed:
                     return

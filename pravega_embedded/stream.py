@@ -138,6 +138,7 @@ class StreamState:
         self.topology = 0  # bumped by every scaling: writers re-route, readers look again
         self.scale_watchers: list[Any] = []  # SegmentWatcher objects (store.watch_segments)
         self._history: tuple[tuple[int, int], tuple[EpochInfo, ...]] | None = None  # cache
+        self.kind = "events"  # or "bytes": a byte stream (one segment, raw bytes, no frames)
 
     @property
     def epoch(self) -> int:
@@ -228,4 +229,5 @@ class StreamState:
         """The stream's record in the metadata store (docs/format.md, "streams")."""
         return {"config": self.config.to_json(), "created_ns": self.created_ns, "sealed": self.sealed,
                 "head": {str(k): v for k, v in self.head.items()},
-                "epochs": [list(e) for e in self.epochs], "next_number": self.next_number}
+                "epochs": [list(e) for e in self.epochs], "next_number": self.next_number,
+                **({"kind": self.kind} if self.kind != "events" else {})}

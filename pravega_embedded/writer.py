@@ -39,8 +39,10 @@ from .errors import (
     InvalidRoutingKeyError,
     InvalidSequenceError,
     SerializationError,
+    StreamSealedError,
     WriterClosedError,
 )
+from .largeevents import write_large
 from .routing import key_point, owner_index
 from .serializers import resolve
 
@@ -154,10 +156,7 @@ class EventStreamWriter:
             event = _coerce(event)
         n = len(event)
         if n > MAX_EVENT_SIZE:
-            raise EventTooLargeError(
-                f"event of {n} bytes for {self.scope}/{self.stream} is over the "
-                f"{MAX_EVENT_SIZE}-byte limit"
-            )
+            return self._write_large(event, routing_key, sequence)
         if sequence is not None:
             return self._write_explicit(event, routing_key, sequence)
         self._busy = True
@@ -192,7 +191,8 @@ class EventStreamWriter:
         if biggest > MAX_EVENT_SIZE:
             raise EventTooLargeError(
                 f"an event of {biggest} bytes for {self.scope}/{self.stream} is over the "
-                f"{MAX_EVENT_SIZE}-byte limit; nothing of this batch was written"
+                f"{MAX_EVENT_SIZE}-byte limit of a batch; nothing of this batch was written "
+                "(write large events one at a time with write_event)"
             )
         nbytes = sum(map(len, evs))
         key_bytes = len(routing_key.encode("utf-8", "surrogateescape")) if isinstance(routing_key, str) else 0
@@ -254,6 +254,54 @@ class EventStreamWriter:
         if self._nbytes >= self.batch_bytes or self._pending_n >= MAX_PENDING_EVENTS:
             self._drain()
         return sequence
+
+    def _write_large(self, event: bytes, routing_key: str | None, sequence: int | None) -> int:
+        """A large event (largeevents): pending events first, then the event's chunks and its
+        MERGE; returns once it is written (durable at the next flush, like any event)."""
+        n = len(event)
+        limit = self._store.large_event_limit
+        if n > limit:
+            raise EventTooLargeError(
+                f"event of {n} bytes for {self.scope}/{self.stream} is over the store's "
+                f"{limit}-byte large_event_limit"
+            )
+        if routing_key is None:
+            kb = None
+        elif type(routing_key) is not str:
+            raise _bad_key(routing_key)
+        else:
+            try:
+                kb = routing_key.encode("utf-8")
+            except UnicodeEncodeError:
+                raise InvalidRoutingKeyError(f"routing key {routing_key!r} is not valid Unicode") from None
+            if len(kb) > MAX_KEY_BYTES:
+                raise InvalidRoutingKeyError(f"routing key of {len(kb)} bytes is over the {MAX_KEY_BYTES}-byte limit")
+        if self._refusal is not None:
+            raise self._refusal[0](self._refusal[1])
+        self._drain()  # the events before it go first (per-key order)
+        with self._io_lock:
+            if self._failed is not None:
+                self._submit(*self._failed)
+                self._failed = None
+            if sequence is not None:
+                if type(sequence) is not int or not 0 <= sequence < (1 << 63):
+                    raise InvalidSequenceError(
+                        f"writer {self.writer_id!r} on {self.scope}/{self.stream}: sequence must be "
+                        f"an int in [0, 2**63), got {sequence!r}")
+                if sequence <= self._seq:
+                    self.duplicates_dropped += 1
+                    return sequence
+            seq = self._seq + 1 if sequence is None else sequence
+            if self._stream.sealed:
+                raise StreamSealedError(f"stream {self.scope}/{self.stream} is sealed")
+            self._rr += 1
+            end = write_large(self._store, self._stream, self.writer_id, seq, kb, event, self._rr)
+            self._seq = self._submitted = seq
+            with self._ack_lock:
+                self._inflight.append((end, seq))
+            if self._auto_time:
+                self._store._watermarks.note(self._stream, self.writer_id, time.time_ns() // 1_000_000)
+        return seq
 
     def _new_key(self, key: Any) -> Any:
         """First event of ``key`` in this batch: route it and start its list (writer thread)."""

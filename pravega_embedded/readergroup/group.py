@@ -56,12 +56,12 @@ from .config import (
 )
 from .reader import GroupReader
 from .state import (
-    end_of,
     CheckpointFuture,
     GroupState,
     begin_checkpoint,
     checkpoint_from,
     dumps,
+    end_of,
     new_state,
     remove_reader,
 )
@@ -104,7 +104,7 @@ class ReaderGroupService:
         start: dict[str, int] = {}
         ends: dict[str, int] = {}
         for scope, stream in config.streams:
-            st = store._stream(scope, stream)
+            st = store._stream(scope, stream, "events")
             sp = store._resolve_cut(st, config.start_cut(scope, stream), f"reader group start of {st.key}")
             ep = store._resolve_cut(st, config.end_cut(scope, stream), f"reader group end of {st.key}")
             segs = dict(st.segments)

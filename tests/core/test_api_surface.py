@@ -12,7 +12,7 @@ from pravega_embedded import errors
 # The documented public names (README, issue 2, DESIGN.md section 4).
 DOCUMENTED = {
     "errors", "open", "open_temporary", "Store", "StreamConfiguration", "ScalingPolicy",
-    "RetentionPolicy", "StreamInfo", "SegmentInfo", "EpochInfo", "SegmentRange", "SegmentCountChange", "SegmentWatcher", "TimeWindow", "StreamCut", "EventRead", "EventPointer",
+    "RetentionPolicy", "StreamInfo", "SegmentInfo", "EpochInfo", "SegmentRange", "SegmentCountChange", "SegmentWatcher", "TimeWindow", "TransactionalEventStreamWriter", "Transaction", "TxnStatus", "ByteStream", "StreamCut", "EventRead", "EventPointer",
     "EventStreamWriter", "EventStreamReader", "Slice", "BytesSerializer", "TextSerializer",
     "JsonSerializer", "MAX_EVENT_SIZE", "__version__",
     "ReaderGroupConfig", "ReaderGroup", "GroupReader", "Checkpoint", "CheckpointFuture",
@@ -62,6 +62,9 @@ TREE: dict[str, tuple[str, tuple[type, ...]]] = {
     "ReaderNotInGroupError": ("PravegaEmbeddedError", (RuntimeError,)),
     "MaxCheckpointsExceededError": ("PravegaEmbeddedError", (RuntimeError,)),
     "CheckpointFailedError": ("PravegaEmbeddedError", (RuntimeError,)),
+    "TxnNotFoundError": ("NotFoundError", (LookupError,)),
+    "StreamKindError": ("PravegaEmbeddedError", (TypeError,)),
+    "TxnFailedError": ("PravegaEmbeddedError", (RuntimeError,)),
 }
 
 

@@ -39,7 +39,7 @@ def s(pe_store):
 def test_public_names():
     assert set(pe.__all__) == {
         "errors", "open", "open_temporary", "Store", "StreamConfiguration", "ScalingPolicy",
-        "RetentionPolicy", "StreamInfo", "SegmentInfo", "EpochInfo", "SegmentRange", "SegmentCountChange", "SegmentWatcher", "TimeWindow", "StreamCut", "EventRead", "EventPointer",
+        "RetentionPolicy", "StreamInfo", "SegmentInfo", "EpochInfo", "SegmentRange", "SegmentCountChange", "SegmentWatcher", "TimeWindow", "TransactionalEventStreamWriter", "Transaction", "TxnStatus", "ByteStream", "StreamCut", "EventRead", "EventPointer",
         "EventStreamWriter", "EventStreamReader", "Slice", "BytesSerializer", "TextSerializer",
         "JsonSerializer", "MAX_EVENT_SIZE", "__version__",
         "ReaderGroupConfig", "ReaderGroup", "GroupReader", "Checkpoint", "CheckpointFuture",

@@ -137,7 +137,12 @@ def test_largest_sequence_is_accepted(pe_store):
 
 
 # ------------------------------------------------------------------ sizes and event types
-def test_event_over_8_mib_is_refused_and_nothing_is_written(pe_store):
+def test_event_over_the_large_event_limit_is_refused_and_nothing_is_written():
+    with pe.open_temporary(large_event_limit=pe.MAX_EVENT_SIZE) as store:
+        _refused_and_nothing_written(store)
+
+
+def _refused_and_nothing_written(pe_store):
     _stream(pe_store, 2)
     w = pe_store.create_writer("w", "t", writer_id="big", linger=60)
     w.write_event(b"before", routing_key="k")

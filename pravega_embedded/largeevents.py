@@ -1,0 +1,133 @@
+"""Large events: events over the 8 MiB record-friendly size, up to ``large_event_limit``
+(default 1 GiB), written and read atomically with a few MiB of buffer.
+
+Owns: writing a large event (its frame cut into BYTES chunks staged under uid 0, then one MERGE
+record appends them to the segment owning the key, ``staging``) and reading one back (the
+chunks gathered straight into the event's bytes object).
+
+Invariants:
+  1. A large event is one ordinary frame (u32 payload length, u16 key length, key, payload) that
+     spans several sections of its segment: the first section starts with the frame and counts
+     one event, the rest count none. Readers tell it by a frame longer than its section.
+  2. It is invisible until its MERGE is durable, then visible whole (staging invariants 1, 2);
+     a crash before leaves only unreferenced chunks, which retention reclaims.
+  3. Writing holds at most one chunk (``CHUNK``, 4 MiB) beyond the caller's bytes; reading
+     allocates the payload once (a fresh bytes object, filled in place before anyone else can
+     see it) plus one chunk in flight.
+  4. The MERGE carries the writer's sequence number, so exactly-once resumption counts a large
+     event like any batch.
+
+Thread-safety: ``write_large`` is called by one writer thread (under the writer's I/O lock);
+``read_large`` by one reader at a time; both take the store's locks as needed.
+"""
+
+from __future__ import annotations
+
+import struct
+from typing import Any
+
+from ._native import ffi, lib
+from .errors import CorruptDataError
+from .records import build_bytes_header
+from .routing import key_point, owner_index
+from .staging import CHUNK, merge, pinned
+
+__all__ = ["LargeFrame", "read_large", "write_large", "DEFAULT_LARGE_EVENT_LIMIT"]
+
+DEFAULT_LARGE_EVENT_LIMIT = 1 << 30
+_FRAME_HEAD = struct.Struct("<IH")
+_NO_KEY = 0xFFFF
+
+
+class LargeFrame:
+    """A large event read whole: its payload, key bytes (or None) and frame length."""
+
+    __slots__ = ("event", "key", "length")
+
+    def __init__(self, event: bytes, key: bytes | None, length: int) -> None:
+        self.event, self.key, self.length = event, key, length
+
+    def __len__(self) -> int:
+        return self.length
+
+    def frame(self) -> bytes:
+        """The frame's bytes (a copy; for consumers that parse frames, such as Arrow)."""
+        kl = _NO_KEY if self.key is None else len(self.key)
+        return _FRAME_HEAD.pack(len(self.event), kl) + (self.key or b"") + self.event
+
+
+def write_large(store: Any, st: Any, writer_id: str, seq: int, kb: bytes | None, event: Any,
+                spread: int) -> int:
+    """Append one large event for the writer ``writer_id`` (sequence ``seq``); returns the
+    MERGE record's end position once it is written (durable after a journal sync to it)."""
+    journal = store._journal
+    view = memoryview(event).cast("B")
+    head = _FRAME_HEAD.pack(len(view), _NO_KEY if kb is None else len(kb)) + (kb or b"")
+    total = len(head) + len(view)
+    what = f"large event for {st.key}"
+    with pinned(store):
+        refs = []
+        off = 0  # offset within the frame
+        end = 0
+        while off < total:
+            if off == 0:
+                body = view[: CHUNK - len(head)]
+                payload = b"".join((build_bytes_header(0, 0, 1, len(head) + len(body)), head, body))
+            else:
+                a = off - len(head)
+                body = view[a : a + CHUNK]
+                payload = build_bytes_header(0, off, 0, len(body)) + body
+            n = len(payload) - 24
+            _, end = journal.append_record(lib.PE_RECORD_BYTES, payload, what)
+            del payload
+            refs.append((end - n, n, 1 if off == 0 else 0))
+            off += n
+        journal.sync(end, None, what=what)
+
+        def plan() -> list[tuple[Any, list[tuple[int, int, int]]]]:
+            lows, segs = st.routing
+            if kb is None:
+                seg = segs[spread % len(segs)]
+            else:
+                seg = segs[owner_index(lows, key_point(kb.decode("utf-8")))]
+            return [(seg, refs)]
+
+        while True:
+            with store._ckpt_lock:
+                end = merge(store, st, plan, writer_id=writer_id, last_seq=seq)
+            if end >= 0:
+                return end
+
+
+def read_large(src: Any, offset: int, limit: int, first: Any) -> tuple[LargeFrame, int]:
+    """The large event whose frame starts at ``offset`` (``first`` = the bytes of its first
+    section, already read): (LargeFrame, offset after it)."""
+    seg = src.seg
+    pl, kl = _FRAME_HEAD.unpack_from(first, 0)
+    klen = 0 if kl == _NO_KEY else kl
+    flen = 6 + klen + pl
+    if offset + flen > limit or len(first) < 6 + klen:
+        raise CorruptDataError(
+            f"segment {seg.name}: the event at offset {offset} claims {flen} bytes, past the "
+            f"readable end {limit}"
+        )
+    key = None if kl == _NO_KEY else bytes(first[6 : 6 + klen])
+    event = bytes(pl)  # invariant 3: filled in place below, before anyone else holds it
+    dst = ffi.from_buffer(event)
+    got = len(first) - 6 - klen
+    if got > 0:
+        ffi.memmove(dst, memoryview(first)[6 + klen :], got)
+    at = offset + len(first)
+    journal = src.store._journal
+    while got < pl:
+        start, end, pos, data, nev = src.section(at)
+        if nev != 0 or start != at:
+            raise CorruptDataError(
+                f"segment {seg.name}: the large event at offset {offset} is cut short at {at}"
+            )
+        n = min(end - start, pl - got)
+        piece = data[:n] if data is not None else journal.pread(pos, n)
+        ffi.memmove(dst + got, piece, n)
+        got += n
+        at += n
+    return LargeFrame(event, key, flen), offset + flen

@@ -1,0 +1,577 @@
+"""Transactions: events that become visible all at once, or never.
+
+Owns: transactional writers, transactions and their status (the LMDB ``txns`` table), their
+staging segments (one per segment the transaction wrote to, ``staging``), commit (one MERGE
+record), abort, lease expiry, and finishing commits found by replay at open.
+
+Invariants:
+  1. A transaction's events go to its staging segments only; no reader sees them before the
+     commit's MERGE record is durable, and then all of them at once, contiguous per segment.
+  2. Status moves OPEN -> COMMITTING -> COMMITTED or OPEN -> ABORTING -> ABORTED and never
+     back; every operation on one transaction runs under its lock, so a commit or abort of a
+     transaction that is not OPEN is refused (TxnFailedError), never applied twice.
+  3. Durable order of a commit: staged events durable, then the MERGE record durable, then the
+     LMDB record says COMMITTED and the staging segments are gone. The store's checkpoint lock
+     is held from the MERGE to the LMDB write, so a checkpoint never passes a MERGE whose
+     transaction LMDB still calls OPEN; replay finishes a commit whose MERGE it meets.
+  4. A parent segment sealed by a scaling since the events were staged gets none of them: its
+     staged events are copied, each to the open segment that owns its key now, into uid-0
+     staging sections ordered before later staged events of that segment (so per-key order
+     holds across any number of scalings), and the commit is planned again.
+  5. An OPEN transaction past its lease is aborted by the maintenance thread, or by the commit
+     that finds it expired.
+
+Thread-safety: every public method may be called from any thread.
+"""
+
+from __future__ import annotations
+
+import enum
+import threading
+import time
+import uuid
+from typing import Any, Iterable
+
+from .append import try_append
+from .errors import (
+    EventTooLargeError,
+    InvalidConfigurationError,
+    InvalidRoutingKeyError,
+    SerializationError,
+    StreamNotFoundError,
+    StreamSealedError,
+    TxnFailedError,
+    TxnNotFoundError,
+    WriterClosedError,
+)
+from .frames import FrameParser
+from .reader import events_from
+from .routing import key_point, owner_index
+from .segment import Segment
+from .serializers import resolve
+from .staging import STAGING_BIT, Parts, merge, pinned, staged_sections
+from .writer import MAX_EVENT_SIZE, MAX_KEY_BYTES
+
+__all__ = ["TxnStatus", "Transaction", "TransactionalEventStreamWriter", "Transactions"]
+
+DEFAULT_LEASE = 120.0
+MAX_LEASE = 86400.0
+KEEP_ENDED_NS = 24 * 3600 * 10**9  # ended transactions are remembered this long
+_DRAIN_BYTES = 256 * 1024
+_DRAIN_EVENTS = 4096
+
+
+class TxnStatus(str, enum.Enum):
+    """A transaction's status (Pravega's Transaction.Status)."""
+
+    OPEN = "OPEN"
+    COMMITTING = "COMMITTING"
+    COMMITTED = "COMMITTED"
+    ABORTING = "ABORTING"
+    ABORTED = "ABORTED"
+
+
+def _lease(lease: Any) -> float:
+    if lease is None:
+        return DEFAULT_LEASE
+    if isinstance(lease, bool) or not isinstance(lease, (int, float)) or not 0 < lease <= MAX_LEASE:
+        raise InvalidConfigurationError(f"lease must be seconds in (0, {MAX_LEASE:g}], got {lease!r}")
+    return float(lease)
+
+
+class _TxnState:
+    """One transaction's shared state (every Transaction handle of the id points here)."""
+
+    def __init__(self, txn_id: uuid.UUID, st: Any, writer_id: str, status: TxnStatus, lease: float,
+                 deadline_ns: int, created_ns: int, staged: dict[int, Segment]) -> None:
+        self.id = txn_id
+        self.st = st
+        self.writer_id = writer_id
+        self.status = status
+        self.lease = lease
+        self.deadline_ns = deadline_ns
+        self.created_ns = created_ns
+        self.ended_ns = 0
+        self.staged = staged  # parent segment id -> staging segment
+        self.lock = threading.RLock()
+        self.pending: dict[Segment, list[tuple[bytes | None, list[bytes]]]] = {}
+        self.pending_bytes = 0
+        self.pending_n = 0
+        self.written_end = 0  # journal end of the last staged record
+        self.rr = 0
+
+    def record(self) -> dict[str, Any]:
+        return {"stream": self.st.key, "writer": self.writer_id, "status": self.status.value,
+                "lease": self.lease, "deadline_ns": self.deadline_ns, "created_ns": self.created_ns,
+                "ended_ns": self.ended_ns,
+                "staged": {str(sid): seg.uid for sid, seg in self.staged.items()}}
+
+
+class Transactions:
+    """The store's transactions (created by the store at open)."""
+
+    def __init__(self, store: Any, staged: dict[int, Segment], committed: list[uuid.UUID]) -> None:
+        self.store = store
+        self._lock = threading.Lock()
+        self._txns: dict[uuid.UUID, _TxnState] = {}
+        meta = store._meta
+        done = set(committed)
+        orphans = dict(staged)
+        now = time.time_ns()
+        records = meta.txns()
+        with meta.write() as w:
+            for hexid, rec in records:
+                tid = uuid.UUID(hexid)
+                st = store._streams.get(rec["stream"])
+                if st is None:
+                    meta.delete_txn(w, hexid)
+                    continue
+                segs = {}
+                for sid, uid in rec["staged"].items():
+                    seg = orphans.pop(uid, None)
+                    if seg is not None:
+                        segs[int(sid)] = seg
+                state = _TxnState(tid, st, rec["writer"], TxnStatus(rec["status"]), rec["lease"],
+                                  rec["deadline_ns"], rec["created_ns"], segs)
+                state.ended_ns = rec.get("ended_ns", 0)
+                if state.status == TxnStatus.OPEN and tid in done:
+                    state.status = TxnStatus.COMMITTED  # its MERGE was replayed (invariant 3)
+                    self._finish(w, state, now)
+                self._txns[tid] = state
+            meta.delete_segments(w, list(orphans))  # staging of ended or unknown transactions
+        for uid in orphans:
+            store._seg_by_uid.pop(uid, None)
+
+    # ------------------------------------------------------------------ registry
+    def begin(self, st: Any, writer_id: str, lease: Any) -> _TxnState:
+        lease = _lease(lease)
+        now = time.time_ns()
+        state = _TxnState(uuid.uuid4(), st, writer_id, TxnStatus.OPEN, lease,
+                          now + int(lease * 1e9), now, {})
+        with self.store._lock:
+            self.store._check_open()
+            if st.deleted:
+                raise StreamNotFoundError(f"stream {st.key} was deleted")
+            if st.sealed:
+                raise StreamSealedError(f"stream {st.key} is sealed")
+            with self.store._meta.write() as w:
+                self.store._meta.put_txn(w, state.id.hex, state.record())
+        with self._lock:
+            self._txns[state.id] = state
+        return state
+
+    def get(self, st: Any, txn_id: Any) -> _TxnState:
+        try:
+            tid = txn_id if isinstance(txn_id, uuid.UUID) else uuid.UUID(str(txn_id))
+        except ValueError:
+            raise TxnNotFoundError(f"{txn_id!r} is not a transaction id") from None
+        with self._lock:
+            state = self._txns.get(tid)
+        if state is None or state.st is not st:
+            raise TxnNotFoundError(f"no transaction {tid} on {st.key}")
+        return state
+
+    def _put(self, state: _TxnState) -> None:
+        with self.store._meta.write() as w:
+            self.store._meta.put_txn(w, state.id.hex, state.record())
+
+    def _finish(self, w: Any, state: _TxnState, now: int) -> None:
+        """Record an ended transaction and drop its staging segments (one LMDB transaction)."""
+        state.ended_ns = now
+        self.store._meta.delete_segments(w, [seg.uid for seg in state.staged.values()])
+        for seg in state.staged.values():
+            self.store._seg_by_uid.pop(seg.uid, None)
+        state.staged = {}
+        self.store._meta.put_txn(w, state.id.hex, state.record())
+
+    # ------------------------------------------------------------------ writing
+    def write(self, state: _TxnState, kb: bytes | None, events: list[bytes]) -> None:
+        with state.lock:
+            self._check_open(state, "write to")
+            st = state.st
+            if st.sealed:
+                raise StreamSealedError(f"stream {st.key} is sealed")
+            lows, segs = st.routing
+            if kb is None:
+                seg = segs[state.rr % len(segs)]
+                state.rr += 1
+            else:
+                seg = segs[owner_index(lows, key_point(kb.decode("utf-8")))]
+            groups = state.pending.setdefault(seg, [])
+            if groups and groups[-1][0] == kb:
+                groups[-1][1].extend(events)
+            else:
+                groups.append((kb, list(events)))
+            state.pending_bytes += sum(map(len, events)) + len(events) * (6 + (len(kb) if kb else 0))
+            state.pending_n += len(events)
+            if state.pending_bytes >= _DRAIN_BYTES or state.pending_n >= _DRAIN_EVENTS:
+                self._drain(state)
+
+    def _staging(self, state: _TxnState, parent: Segment) -> Segment:
+        """The staging segment of ``parent`` in this transaction, created (in LMDB first) on
+        first use."""
+        seg = state.staged.get(parent.segment_id)
+        if seg is not None:
+            return seg
+        store, st = self.store, state.st
+        with store._lock:
+            store._check_open()
+            with store._meta.write() as w:
+                uid = store._meta.allocate_uids(w, 1)[0]
+                seg = Segment(uid, STAGING_BIT | uid, parent.low, parent.high, 0, False, st,
+                              created_ns=time.time_ns())
+                rec = seg.record()
+                rec["txn"] = state.id.hex
+                rec["parent"] = parent.segment_id
+                store._meta.put_segment(w, uid, rec)
+                state.staged[parent.segment_id] = seg
+                store._meta.put_txn(w, state.id.hex, state.record())
+            store._seg_by_uid[uid] = seg
+        return seg
+
+    def _drain(self, state: _TxnState) -> None:
+        """Append the pending events to their staging segments (one record)."""
+        if not state.pending:
+            return
+        by_seg = {self._staging(state, parent): groups for parent, groups in state.pending.items()}
+        end = try_append(self.store, state.st, b"", 0, 0, by_seg)
+        if end is None:  # staging segments are never sealed
+            raise TxnFailedError(f"transaction {state.id}: its staging segments were closed")
+        state.pending, state.pending_bytes, state.pending_n = {}, 0, 0
+        state.written_end = end
+
+    def flush(self, state: _TxnState) -> None:
+        with state.lock:
+            self._check_open(state, "flush")
+            self._drain(state)
+            if state.written_end:
+                self.store._journal.sync(state.written_end, None, what=f"flush of transaction {state.id}")
+
+    # ------------------------------------------------------------------ ending
+    def _check_open(self, state: _TxnState, what: str) -> None:
+        if state.status != TxnStatus.OPEN:
+            raise TxnFailedError(f"cannot {what} transaction {state.id}: it is {state.status.value}")
+        if time.time_ns() > state.deadline_ns:
+            self._abort(state)
+            raise TxnFailedError(f"cannot {what} transaction {state.id}: its lease expired, so it was aborted")
+
+    def ping(self, state: _TxnState, lease: Any) -> None:
+        with state.lock:
+            self._check_open(state, "ping")
+            if lease is not None:
+                state.lease = _lease(lease)
+            state.deadline_ns = time.time_ns() + int(state.lease * 1e9)
+            self._put(state)
+
+    def commit(self, state: _TxnState) -> None:
+        with state.lock:
+            self._check_open(state, "commit")
+            st = state.st
+            if st.deleted:
+                raise StreamNotFoundError(f"stream {st.key} was deleted")
+            state.status = TxnStatus.COMMITTING
+            merged = False
+            try:
+                self._drain(state)
+                store = self.store
+                if state.written_end:
+                    store._journal.sync(state.written_end, None, what=f"commit of transaction {state.id}")
+                # pieces: (order, intended parent, refs); order = the parent sid the events were
+                # staged for, so pieces copied after a scaling come before later ones (inv. 4)
+                pieces = [(sid, st.segments[sid], staged_sections(store, seg))
+                          for sid, seg in sorted(state.staged.items())]
+                with pinned(store):
+                    while True:
+                        with store._ckpt_lock:
+                            end = merge(store, st, lambda p=pieces: _plan(p), txn_id=state.id,
+                                        writer_id=state.writer_id)
+                            if end >= 0:
+                                merged = True
+                                store._journal.sync(end, None, what=f"commit of transaction {state.id}")
+                                state.status = TxnStatus.COMMITTED
+                                with store._meta.write() as w:
+                                    self._finish(w, state, time.time_ns())
+                                return
+                        pieces = self._rebase(st, pieces)
+            except StreamSealedError:
+                if not merged:
+                    self._abort(state)
+                raise
+            except BaseException:
+                if not merged and state.status == TxnStatus.COMMITTING:
+                    state.status = TxnStatus.OPEN  # nothing of it is visible: it may be retried
+                raise
+
+    def _rebase(self, st: Any, pieces: list[tuple[int, Segment, list[tuple[int, int, int]]]]
+                ) -> list[tuple[int, Segment, list[tuple[int, int, int]]]]:
+        """Copy the pieces whose parent was sealed by a scaling to the segments owning their
+        keys now (invariant 4)."""
+        store = self.store
+        if st.sealed:
+            raise StreamSealedError(f"stream {st.key} is sealed: the transaction cannot commit")
+        out = []
+        frames = FrameParser()
+        last_end = 0
+        for order, parent, refs in pieces:
+            if not parent.sealed:
+                out.append((order, parent, refs))
+                continue
+            lows, segs = st.routing
+            targets: dict[Segment, Segment] = {}
+            batches: dict[Segment, list[tuple[bytes | None, list[bytes]]]] = {}
+            rr = 0
+            size = 0
+            collected: list[tuple[Segment, list[Any]]] = []
+
+            def flush_batches(collected: list[Any]) -> None:
+                nonlocal batches, size, last_end
+                if batches:
+                    end = try_append(store, st, b"", 0, 0, batches, collected)
+                    if end is None:
+                        raise TxnFailedError("a copy segment was closed")
+                    last_end = end
+                batches, size = {}, 0
+
+            for pos, nbytes, _ in refs:
+                data = store._journal.pread(pos, nbytes)
+                for ev in events_from(data, 0, 0, st.names, None, frames, f"copy of {parent.name}"):
+                    key = ev[1]  # the key's bytes
+                    if key is None:
+                        owner = segs[rr % len(segs)]
+                        rr += 1
+                    else:
+                        owner = segs[owner_index(lows, key_point(key.decode("utf-8")))]
+                    tseg = targets.get(owner)
+                    if tseg is None:
+                        tseg = targets[owner] = Segment(0, STAGING_BIT, owner.low, owner.high, 0, False, st)
+                    groups = batches.setdefault(tseg, [])
+                    if groups and groups[-1][0] == key:
+                        groups[-1][1].append(ev.event)
+                    else:
+                        groups.append((key, [ev.event]))
+                    size += len(ev.event) + 6 + (len(key) if key else 0)
+                    if size >= 4 << 20:
+                        flush_batches(collected)
+            flush_batches(collected)
+            by_target: dict[Segment, list[tuple[int, int, int]]] = {}
+            for tseg, e in collected:
+                by_target.setdefault(tseg, []).append((e[2], e[1] - e[0], e[6]))
+            for owner, tseg in targets.items():
+                out.append((order, owner, by_target.get(tseg, [])))
+        if last_end:
+            store._journal.sync(last_end, None, what="commit: copying staged events")
+        return out
+
+    def abort(self, state: _TxnState) -> None:
+        with state.lock:
+            if state.status != TxnStatus.OPEN:
+                raise TxnFailedError(f"cannot abort transaction {state.id}: it is {state.status.value}")
+            self._abort(state)
+
+    def _abort(self, state: _TxnState) -> None:
+        state.status = TxnStatus.ABORTING
+        state.pending, state.pending_bytes, state.pending_n = {}, 0, 0
+        with self.store._meta.write() as w:
+            state.status = TxnStatus.ABORTED
+            self._finish(w, state, time.time_ns())
+
+    # ------------------------------------------------------------------ maintenance
+    def tick(self) -> None:
+        """Abort transactions past their lease; forget long-ended ones."""
+        now = time.time_ns()
+        with self._lock:
+            states = list(self._txns.values())
+        gone = []
+        for state in states:
+            if state.status == TxnStatus.OPEN and now > state.deadline_ns:
+                if state.lock.acquire(blocking=False):
+                    try:
+                        if state.status == TxnStatus.OPEN and time.time_ns() > state.deadline_ns:
+                            self._abort(state)
+                    finally:
+                        state.lock.release()
+            elif state.ended_ns and now - state.ended_ns > KEEP_ENDED_NS:
+                gone.append(state)
+        if gone:
+            with self.store._meta.write() as w:
+                for state in gone:
+                    self.store._meta.delete_txn(w, state.id.hex)
+            with self._lock:
+                for state in gone:
+                    self._txns.pop(state.id, None)
+
+    def stream_deleted(self, st: Any) -> None:
+        """Abort the open transactions of a deleted stream and forget them all."""
+        with self._lock:
+            states = [s for s in self._txns.values() if s.st is st]
+        for state in states:
+            with state.lock:
+                if state.status == TxnStatus.OPEN:
+                    self._abort(state)
+        with self.store._meta.write() as w:
+            for state in states:
+                self.store._meta.delete_txn(w, state.id.hex)
+        with self._lock:
+            for state in states:
+                self._txns.pop(state.id, None)
+
+    def open_count(self, st: Any) -> int:
+        with self._lock:
+            return sum(1 for s in self._txns.values() if s.st is st and s.status == TxnStatus.OPEN)
+
+
+def _plan(pieces: list[tuple[int, Segment, list[tuple[int, int, int]]]]) -> Parts | None:
+    """The MERGE parts of ``pieces`` (append lock held): per parent, its pieces' sections in
+    ascending order; None if a parent was sealed meanwhile."""
+    by_parent: dict[Segment, list[tuple[int, list[tuple[int, int, int]]]]] = {}
+    for order, parent, refs in pieces:
+        if parent.sealed:
+            return None
+        if refs:
+            by_parent.setdefault(parent, []).append((order, refs))
+    parts = []
+    for parent, lst in by_parent.items():
+        lst.sort(key=lambda x: x[0])
+        parts.append((parent, [r for _, refs in lst for r in refs]))
+    return parts
+
+
+class Transaction:
+    """One transaction: ``write_event`` stages events, ``commit`` makes them all visible at
+    once, ``abort`` drops them. Also a context manager: commit on success, abort on error."""
+
+    def __init__(self, writer: "TransactionalEventStreamWriter", state: _TxnState) -> None:
+        self._writer = writer
+        self._state = state
+
+    @property
+    def txn_id(self) -> uuid.UUID:
+        return self._state.id
+
+    def _key(self, routing_key: Any) -> bytes | None:
+        if routing_key is None:
+            return None
+        if type(routing_key) is not str:
+            raise InvalidRoutingKeyError(f"routing key must be a str or None, not {type(routing_key).__name__}")
+        try:
+            kb = routing_key.encode("utf-8")
+        except UnicodeEncodeError:
+            raise InvalidRoutingKeyError(f"routing key {routing_key!r} is not valid Unicode") from None
+        if len(kb) > MAX_KEY_BYTES:
+            raise InvalidRoutingKeyError(f"routing key of {len(kb)} bytes is over the {MAX_KEY_BYTES}-byte limit")
+        return kb
+
+    def _event(self, event: Any) -> bytes:
+        ser = self._writer._ser
+        if ser is not None:
+            event = ser.serialize(event)
+        elif isinstance(event, (bytearray, memoryview)):
+            event = bytes(event)
+        elif type(event) is not bytes:
+            raise SerializationError(f"event must be bytes-like (or use a serializer), not {type(event).__name__}")
+        if len(event) > MAX_EVENT_SIZE:
+            raise EventTooLargeError(
+                f"event of {len(event)} bytes is over the {MAX_EVENT_SIZE}-byte limit of a "
+                "transaction's events (large events are written by a plain writer)"
+            )
+        return event
+
+    def write_event(self, event: Any, routing_key: str | None = None) -> None:
+        """Stage one event; it becomes visible only when the transaction commits."""
+        self._writer._check_open()
+        self._writer._txns.write(self._state, self._key(routing_key), [self._event(event)])
+
+    def write_events(self, events: Iterable[Any], routing_key: str | None = None) -> None:
+        """Stage several events with one routing key."""
+        self._writer._check_open()
+        kb = self._key(routing_key)
+        evs = [self._event(e) for e in events]
+        if evs:
+            self._writer._txns.write(self._state, kb, evs)
+
+    def flush(self) -> None:
+        """Make every staged event durable (still invisible)."""
+        self._writer._txns.flush(self._state)
+
+    def commit(self, timestamp: int | None = None) -> None:
+        """Make every event of the transaction visible, atomically; returns once that is
+        durable. ``timestamp`` notes event time for the writer (docs/event-time.md)."""
+        if timestamp is not None and (isinstance(timestamp, bool) or not isinstance(timestamp, int)
+                                      or not 0 <= timestamp < (1 << 63)):
+            raise InvalidConfigurationError(f"commit timestamp must be an int >= 0, got {timestamp!r}")
+        self._writer._txns.commit(self._state)
+        if timestamp is not None:
+            store = self._writer._store
+            store._watermarks.note(self._state.st, self._state.writer_id, timestamp)
+
+    def abort(self) -> None:
+        """Drop every event of the transaction."""
+        self._writer._txns.abort(self._state)
+
+    def ping(self, lease: float | None = None) -> None:
+        """Renew the lease (for ``lease`` seconds from now; default: the current lease)."""
+        self._writer._txns.ping(self._state, lease)
+
+    def status(self) -> TxnStatus:
+        return self._state.status
+
+    def __enter__(self) -> "Transaction":
+        return self
+
+    def __exit__(self, exc_type: Any, *exc: Any) -> None:
+        if self._state.status != TxnStatus.OPEN:
+            return
+        if exc_type is None:
+            self.commit()
+        else:
+            self.abort()
+
+    def __repr__(self) -> str:
+        st = self._state
+        return f"<Transaction {st.id} on {st.st.key} {st.status.value}>"
+
+
+class TransactionalEventStreamWriter:
+    """Begins transactions on one stream. Create with ``store.create_transactional_writer``."""
+
+    def __init__(self, store: Any, st: Any, writer_id: str, serializer: Any) -> None:
+        self._store = store
+        self._st = st
+        self.scope, self.stream = st.scope, st.name
+        self.writer_id = writer_id
+        self._ser = resolve(serializer)
+        self._txns: Transactions = store._txns
+        self._closed = False
+
+    def _check_open(self) -> None:
+        if self._closed:
+            raise WriterClosedError(f"transactional writer {self.writer_id!r} on {self._st.key} is closed")
+        self._store._check_open()
+
+    def begin_txn(self, lease: float | None = None) -> Transaction:
+        """A new OPEN transaction; it is aborted if not committed within ``lease`` seconds
+        (default 120) of its last ``ping``."""
+        self._check_open()
+        return Transaction(self, self._txns.begin(self._st, self.writer_id, lease))
+
+    def get_txn(self, txn_id: uuid.UUID | str) -> Transaction:
+        """The transaction with this id (from any writer object or process run)."""
+        self._check_open()
+        return Transaction(self, self._txns.get(self._st, txn_id))
+
+    def close(self) -> None:
+        """Idempotent. Open transactions stay open (until committed, aborted or expired)."""
+        self._closed = True
+
+    @property
+    def closed(self) -> bool:
+        return self._closed
+
+    def __enter__(self) -> "TransactionalEventStreamWriter":
+        return self
+
+    def __exit__(self, *exc: Any) -> None:
+        self.close()
+
+    def __repr__(self) -> str:
+        return f"<TransactionalEventStreamWriter {self.writer_id!r} on {self._st.key}>"
