@@ -71,6 +71,7 @@ def test_exception_tree():
         "CheckpointExistsError": FileExistsError, "InvalidPositionError": ValueError,
         "ReaderGroupClosedError": ValueError, "ReaderNotInGroupError": RuntimeError,
         "MaxCheckpointsExceededError": RuntimeError, "CheckpointFailedError": RuntimeError,
+        "TxnNotFoundError": LookupError, "StreamKindError": TypeError, "TxnFailedError": RuntimeError,
     }
     assert set(errors.__all__) == set(builtin) | {"PravegaEmbeddedError"}
     for name, base in builtin.items():
