@@ -35,12 +35,12 @@ import tempfile
 import threading
 import time
 import weakref
-from bisect import bisect_right
 from collections import deque
 from typing import Any, Callable
 
 from .append import append_events
 from .bytestream import ByteStream
+from .checkpoint import file_rows, write_checkpoint
 from .config import StreamConfiguration
 from .errors import (
     InvalidConfigurationError,
@@ -387,7 +387,7 @@ class Store:
             st.notify()
             for w in list(st.scale_watchers):
                 w.close()
-            self._txns.stream_deleted(st)
+        self._txns.stream_deleted(st)  # outside the store lock: txn lock before store lock
         self.checkpoint()
         self._retention.reclaim()
 
@@ -707,60 +707,13 @@ class Store:
                     return
 
     def _file_rows(self, idx: list[tuple[Segment, list[Any], int]]) -> dict[int, dict[int, int]]:
-        """The files-table rows changed by indexing ``idx`` (metadata invariant 6)."""
-        if not idx:
-            return {}
-        bases = self._journal.files()
-        rows: dict[int, dict[int, int]] = {}
-        for seg, e, _ in idx:
-            i = bisect_right(bases, e[2]) - 1
-            if i < 0:
-                continue
-            base = bases[i]
-            row = rows.get(base)
-            if row is None:
-                row = rows[base] = dict(self._file_ends.get(base, {}))
-            if e[1] > row.get(seg.uid, 0):
-                row[seg.uid] = e[1]
-        self._file_ends.update(rows)
-        return rows
+        """The files-table rows changed by indexing ``idx`` (caller holds ``_ckpt_lock``)."""
+        return file_rows(self, idx)
 
     def checkpoint(self) -> int:
         """Write lengths, writer sequences and the section index to LMDB up to the current
         journal position (after making the journal durable there). Returns that position."""
-        with self._ckpt_lock:
-            with self._append_lock:
-                written = self._journal.state()[0]
-                lengths = {uid: self._seg_by_uid[uid].length for uid in self._dirty_lengths
-                           if uid in self._seg_by_uid}
-                self._dirty_lengths = set()
-                writers, self._dirty_writers = self._dirty_writers, {}
-                with self._index_lock:
-                    idx, self._idx_pending = self._idx_pending, []
-            files = self._file_rows(idx)
-            try:
-                self._journal.make_durable(written, "checkpoint")
-                self._meta.checkpoint(
-                    written, lengths, writers,
-                    ((seg.uid, e[0], e[2], e[1] - e[0], nev) for seg, e, nev in idx),
-                    files,
-                )
-            except BaseException:
-                with self._append_lock:
-                    self._dirty_lengths |= set(lengths)
-                    for k, v in writers.items():
-                        self._dirty_writers.setdefault(k, v)
-                    with self._index_lock:
-                        self._idx_pending[:0] = idx
-                raise
-            with self._index_lock:
-                touched = set()
-                for seg, e, _ in idx:
-                    e[4] = True
-                    touched.add(seg)
-                for seg in touched:
-                    seg.trim()
-            return written
+        return write_checkpoint(self)
 
     # ------------------------------------------------------------------ closing
     @property
