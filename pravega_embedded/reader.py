@@ -206,7 +206,10 @@ class SegmentSource:
             raise InvalidEventPointerError(
                 f"no event starts at offset {offset} of segment {seg.name}"
             ) from None
-        data, stop = self.read(offset, offset + length)
+        try:
+            data, stop = self.read(offset, offset + length)
+        except CorruptDataError:  # a large event's frame is longer than the pointer says
+            raise InvalidEventPointerError(f"no event at {offset}+{length} in segment {seg.name}") from None
         if stop != offset + length:
             raise InvalidEventPointerError(f"no event at {offset}+{length} in segment {seg.name}")
         try:

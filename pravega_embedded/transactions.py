@@ -287,7 +287,8 @@ class Transactions:
                                         writer_id=state.writer_id)
                             if end >= 0:
                                 merged = True
-                                store._journal.sync(end, None, what=f"commit of transaction {state.id}")
+                                # durable under every mode before LMDB says COMMITTED (inv. 3)
+                                store._journal.make_durable(end, f"commit of transaction {state.id}")
                                 state.status = TxnStatus.COMMITTED
                                 with store._meta.write() as w:
                                     self._finish(w, state, time.time_ns())

@@ -281,9 +281,13 @@ def test_bad_sequence(s, bad):
 
 
 def test_event_size_limit(s):
+    with pe.open_temporary(large_event_limit=pe.MAX_EVENT_SIZE) as small:
+        small.create_scope("sc")
+        small.create_stream("sc", "st")
+        with pytest.raises(errors.EventTooLargeError):  # over the store's large_event_limit
+            small.create_writer("sc", "st").write_event(b"x" * (pe.MAX_EVENT_SIZE + 1), routing_key="k")
+        assert list(small.read_slice("sc", "st")) == []
     w = s.create_writer("sc", "st")
-    with pytest.raises(errors.EventTooLargeError):
-        w.write_event(b"x" * (pe.MAX_EVENT_SIZE + 1), routing_key="k")
     with pytest.raises(errors.EventTooLargeError):
         w.write_events([b"ok", b"x" * (pe.MAX_EVENT_SIZE + 1)], routing_key="k")
     w.flush()
