@@ -19,7 +19,9 @@ Invariants:
      staging sections ordered before later staged events of that segment (so per-key order
      holds across any number of scalings), and the commit is planned again.
   5. An OPEN transaction past its lease is aborted by the maintenance thread, or by the commit
-     that finds it expired.
+     that finds it expired. Ended transactions are remembered (so a stale commit or abort is
+     refused with their status) for 24 hours, at most 100,000 of them; after that their id is
+     unknown (TxnNotFoundError), which refuses a stale operation just the same.
 
 Thread-safety: every public method may be called from any thread.
 """
@@ -56,7 +58,8 @@ __all__ = ["TxnStatus", "Transaction", "TransactionalEventStreamWriter", "Transa
 
 DEFAULT_LEASE = 120.0
 MAX_LEASE = 86400.0
-KEEP_ENDED_NS = 24 * 3600 * 10**9  # ended transactions are remembered this long
+KEEP_ENDED_NS = 24 * 3600 * 10**9  # ended transactions are remembered this long,
+KEEP_ENDED_MAX = 100_000  # but at most this many (the oldest are forgotten first)
 _DRAIN_BYTES = 256 * 1024
 _DRAIN_EVENTS = 4096
 
@@ -393,6 +396,9 @@ class Transactions:
                         state.lock.release()
             elif state.ended_ns and now - state.ended_ns > KEEP_ENDED_NS:
                 gone.append(state)
+        old = {s.id for s in gone}
+        ended = sorted((s for s in states if s.ended_ns and s.id not in old), key=lambda s: s.ended_ns)
+        gone += ended[: max(0, len(ended) - KEEP_ENDED_MAX)]
         if gone:
             with self.store._meta.write() as w:
                 for state in gone:
