@@ -18,9 +18,13 @@ from __future__ import annotations
 
 from bisect import bisect_right
 from hashlib import blake2b
-from typing import Sequence
+from typing import Any, Sequence
 
-__all__ = ["key_point", "equal_ranges", "owner_index"]
+from .errors import InvalidRoutingKeyError
+
+__all__ = ["key_point", "equal_ranges", "owner_index", "encode_key", "MAX_KEY_BYTES"]
+
+MAX_KEY_BYTES = 4096
 
 _SCALE = 1.0 / (1 << 53)
 
@@ -29,6 +33,22 @@ def key_point(key: str) -> float:
     """The point in [0, 1) a routing key maps to (see invariant 1)."""
     digest = blake2b(key.encode("utf-8"), digest_size=8).digest()
     return (int.from_bytes(digest, "big") >> 11) * _SCALE
+
+
+def encode_key(key: Any) -> bytes | None:
+    """A routing key's UTF-8 bytes (None for no key); InvalidRoutingKeyError if it is not a
+    str, not valid Unicode, or over MAX_KEY_BYTES."""
+    if key is None:
+        return None
+    if type(key) is not str:
+        raise InvalidRoutingKeyError(f"routing key must be a str or None, not {type(key).__name__}")
+    try:
+        kb = key.encode("utf-8")
+    except UnicodeEncodeError:
+        raise InvalidRoutingKeyError(f"routing key {key!r} is not valid Unicode (lone surrogate)") from None
+    if len(kb) > MAX_KEY_BYTES:
+        raise InvalidRoutingKeyError(f"routing key of {len(kb)} bytes is over the {MAX_KEY_BYTES}-byte limit")
+    return kb
 
 
 def equal_ranges(n: int, low: float = 0.0, high: float = 1.0) -> list[tuple[float, float]]:

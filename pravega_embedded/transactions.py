@@ -38,7 +38,6 @@ from .append import try_append
 from .errors import (
     EventTooLargeError,
     InvalidConfigurationError,
-    InvalidRoutingKeyError,
     SerializationError,
     StreamNotFoundError,
     StreamSealedError,
@@ -48,11 +47,11 @@ from .errors import (
 )
 from .frames import FrameParser
 from .reader import events_from
-from .routing import key_point, owner_index
+from .routing import encode_key, key_point, owner_index
 from .segment import Segment
 from .serializers import resolve
 from .staging import STAGING_BIT, Parts, merge, pinned, staged_sections
-from .writer import MAX_EVENT_SIZE, MAX_KEY_BYTES
+from .writer import MAX_EVENT_SIZE
 
 __all__ = ["TxnStatus", "Transaction", "TransactionalEventStreamWriter", "Transactions"]
 
@@ -455,19 +454,6 @@ class Transaction:
     def txn_id(self) -> uuid.UUID:
         return self._state.id
 
-    def _key(self, routing_key: Any) -> bytes | None:
-        if routing_key is None:
-            return None
-        if type(routing_key) is not str:
-            raise InvalidRoutingKeyError(f"routing key must be a str or None, not {type(routing_key).__name__}")
-        try:
-            kb = routing_key.encode("utf-8")
-        except UnicodeEncodeError:
-            raise InvalidRoutingKeyError(f"routing key {routing_key!r} is not valid Unicode") from None
-        if len(kb) > MAX_KEY_BYTES:
-            raise InvalidRoutingKeyError(f"routing key of {len(kb)} bytes is over the {MAX_KEY_BYTES}-byte limit")
-        return kb
-
     def _event(self, event: Any) -> bytes:
         ser = self._writer._ser
         if ser is not None:
@@ -486,12 +472,12 @@ class Transaction:
     def write_event(self, event: Any, routing_key: str | None = None) -> None:
         """Stage one event; it becomes visible only when the transaction commits."""
         self._writer._check_open()
-        self._writer._txns.write(self._state, self._key(routing_key), [self._event(event)])
+        self._writer._txns.write(self._state, encode_key(routing_key), [self._event(event)])
 
     def write_events(self, events: Iterable[Any], routing_key: str | None = None) -> None:
         """Stage several events with one routing key."""
         self._writer._check_open()
-        kb = self._key(routing_key)
+        kb = encode_key(routing_key)
         evs = [self._event(e) for e in events]
         if evs:
             self._writer._txns.write(self._state, kb, evs)

@@ -43,13 +43,12 @@ from .errors import (
     WriterClosedError,
 )
 from .largeevents import write_large
-from .routing import key_point, owner_index
+from .routing import encode_key, key_point, owner_index
 from .serializers import resolve
 
 __all__ = ["EventStreamWriter", "MAX_EVENT_SIZE"]
 
 MAX_EVENT_SIZE = 8 * 1024 * 1024
-MAX_KEY_BYTES = 4096
 MAX_BATCH_BYTES = 64 * 1024 * 1024
 MAX_PENDING_EVENTS = 8192  # with <= 4 KiB keys, a batch's frames stay under the record limit
 _ROUTE_CACHE = 100_000
@@ -265,17 +264,7 @@ class EventStreamWriter:
                 f"event of {n} bytes for {self.scope}/{self.stream} is over the store's "
                 f"{limit}-byte large_event_limit"
             )
-        if routing_key is None:
-            kb = None
-        elif type(routing_key) is not str:
-            raise _bad_key(routing_key)
-        else:
-            try:
-                kb = routing_key.encode("utf-8")
-            except UnicodeEncodeError:
-                raise InvalidRoutingKeyError(f"routing key {routing_key!r} is not valid Unicode") from None
-            if len(kb) > MAX_KEY_BYTES:
-                raise InvalidRoutingKeyError(f"routing key of {len(kb)} bytes is over the {MAX_KEY_BYTES}-byte limit")
+        kb = encode_key(routing_key)
         if self._refusal is not None:
             raise self._refusal[0](self._refusal[1])
         self._drain()  # the events before it go first (per-key order)
@@ -322,20 +311,7 @@ class EventStreamWriter:
             return sp
         route = self._routes.get(key)
         if route is None:
-            if type(key) is not str:
-                raise InvalidRoutingKeyError(
-                    f"routing key must be a str or None, not {type(key).__name__}"
-                )
-            try:
-                kb = key.encode("utf-8")
-            except UnicodeEncodeError:
-                raise InvalidRoutingKeyError(
-                    f"routing key {key!r} is not valid Unicode (lone surrogate)"
-                ) from None
-            if len(kb) > MAX_KEY_BYTES:
-                raise InvalidRoutingKeyError(
-                    f"routing key of {len(kb)} bytes is over the {MAX_KEY_BYTES}-byte limit"
-                )
+            kb = encode_key(key)
             lows, segs = self._stream.routing
             route = self._routes[key] = (segs[owner_index(lows, key_point(key))], kb)
         lst: list[bytes] = []
