@@ -25,6 +25,7 @@ Quick start::
 """
 
 from . import errors
+from .bytestream import ByteStream
 from .config import RetentionPolicy, ScalingPolicy, StreamConfiguration
 from .events import EventPointer, EventRead
 from .reader import EventStreamReader, Slice
@@ -42,7 +43,6 @@ from .serializers import BytesSerializer, JsonSerializer, TextSerializer
 from .store import Store, open, open_temporary
 from .stream import EpochInfo, SegmentRange, StreamInfo
 from .streamcut import StreamCut
-from .bytestream import ByteStream
 from .transactions import Transaction, TransactionalEventStreamWriter, TxnStatus
 from .watch import SegmentCountChange, SegmentWatcher
 from .watermarks import TimeWindow
