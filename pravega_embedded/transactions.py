@@ -36,6 +36,7 @@ from typing import Any, Iterable
 
 from .append import try_append
 from .errors import (
+    CorruptDataError,
     EventTooLargeError,
     InvalidConfigurationError,
     SerializationError,
@@ -120,22 +121,31 @@ class Transactions:
         done = set(committed)
         orphans = dict(staged)
         now = time.time_ns()
-        records = meta.txns()
+        try:
+            records = meta.txns()
+        except ValueError as exc:
+            raise CorruptDataError(f"metadata {meta.path}: a damaged transaction record ({exc})") from None
         with meta.write() as w:
             for hexid, rec in records:
-                tid = uuid.UUID(hexid)
-                st = store._streams.get(rec["stream"])
-                if st is None:
-                    meta.delete_txn(w, hexid)
-                    continue
-                segs = {}
-                for sid, uid in rec["staged"].items():
-                    seg = orphans.pop(uid, None)
-                    if seg is not None:
-                        segs[int(sid)] = seg
-                state = _TxnState(tid, st, rec["writer"], TxnStatus(rec["status"]), rec["lease"],
-                                  rec["deadline_ns"], rec["created_ns"], segs)
-                state.ended_ns = rec.get("ended_ns", 0)
+                try:
+                    tid = uuid.UUID(hexid)
+                    st = store._streams.get(rec["stream"])
+                    if st is None:
+                        meta.delete_txn(w, hexid)
+                        continue
+                    segs = {}
+                    for sid, uid in rec["staged"].items():
+                        seg = orphans.pop(uid, None)
+                        if seg is not None:
+                            segs[int(sid)] = seg
+                    state = _TxnState(tid, st, str(rec["writer"]), TxnStatus(rec["status"]),
+                                      float(rec["lease"]), int(rec["deadline_ns"]),
+                                      int(rec["created_ns"]), segs)
+                    state.ended_ns = int(rec.get("ended_ns", 0))
+                except (KeyError, ValueError, TypeError, AttributeError) as exc:
+                    raise CorruptDataError(
+                        f"metadata {meta.path}: transaction record {hexid!r} is damaged ({exc!r})"
+                    ) from None
                 if state.status == TxnStatus.OPEN and tid in done:
                     state.status = TxnStatus.COMMITTED  # its MERGE was replayed (invariant 3)
                     self._finish(w, state, now)
