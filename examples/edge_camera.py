@@ -37,10 +37,14 @@ them):
    ``t0 <= t < t1``, fetches exactly those frames (``store.fetch_event(pointer)``, one read each)
    and yields ``(capture_ms, frame bytes)`` in time order.
 
+Frames may be larger than ``pe.MAX_EVENT_SIZE`` (8 MiB): the store writes those as large events
+(docs/large-events.md), atomically, and reads and fetches them whole like any event, so the
+camera, the indexer and the player need nothing special for them. A frame event (header +
+frame) must fit the store's ``large_event_limit`` (1 GiB by default).
+
 Limits kept on purpose (this is an example): the indexer and the player scan the whole index
 stream (small events, ~150 bytes a frame); the frame stream has one segment, which is what makes
-the per-frame cut exact; frames must stay below ``pe.MAX_EVENT_SIZE`` (8 MiB), since larger
-"large events" are not implemented yet.
+the per-frame cut exact.
 """
 
 from __future__ import annotations
@@ -123,8 +127,9 @@ def record(store: pe.Store, camera: str = CAMERA, frames: int = 300, *, batch: i
     (0: no sleeping; the notes still become watermarks, just fewer of them).
 
     Returns ``[(frame number, capture ms)]`` of the frames written by this call."""
-    if max_size + HEADER.size > pe.MAX_EVENT_SIZE:
-        raise ValueError(f"frames must be smaller than {pe.MAX_EVENT_SIZE} bytes (large events are not implemented)")
+    if max_size + HEADER.size > store.large_event_limit:
+        raise ValueError(f"frame events (a {HEADER.size}-byte header + the frame) must fit the store's "
+                         f"large_event_limit of {store.large_event_limit} bytes")
     create_streams(store, camera)
     written = []
     with store.create_writer(SCOPE, camera, writer_id=f"camera-{camera}") as w:

@@ -158,14 +158,30 @@ def test_an_entry_sent_twice_is_dropped():
         assert [d["frame"] for d in ex.read_index(store, CAM)] == list(range(10))
 
 
-def test_frames_must_stay_below_the_event_size_limit():
+def test_frames_over_8_mib_are_large_events_and_round_trip():
+    """A frame event up to MAX_EVENT_SIZE is an ordinary event, a larger one a large event:
+    the camera, the indexer and the player handle both, byte-exact."""
     with pe.open_temporary() as store:
+        biggest = pe.MAX_EVENT_SIZE - ex.HEADER.size  # header + frame: exactly 8 MiB
+        large = 9 << 20                               # header + frame: over 8 MiB
+        first = ex.record(store, CAM, 1, min_size=biggest, max_size=biggest)
+        second = ex.record(store, CAM, 1, min_size=large, max_size=large)
+        assert [n for n, _ in first + second] == [0, 1]
+        evs = list(store.read_slice("video", CAM))
+        assert [len(e.event) for e in evs] == [pe.MAX_EVENT_SIZE, large + ex.HEADER.size]
+        assert ex.index(store, CAM) == 2
+        (_, t0), (_, t1) = first[0], second[0]
+        assert list(ex.replay(store, CAM)) == [(t0, ex.frame_bytes(0, CAM, biggest, biggest)),
+                                              (t1, ex.frame_bytes(1, CAM, large, large))]
+        assert list(ex.replay(store, CAM, t1, t1 + 1)) == [(t1, ex.frame_bytes(1, CAM, large, large))]
+
+
+def test_frames_must_fit_the_stores_large_event_limit():
+    with pe.open_temporary(large_event_limit=16 << 20) as store:
         with pytest.raises(ValueError):
-            ex.record(store, CAM, 1, max_size=pe.MAX_EVENT_SIZE)
-        biggest = pe.MAX_EVENT_SIZE - ex.HEADER.size  # header + frame: exactly the limit
-        assert ex.record(store, CAM, 1, min_size=biggest, max_size=biggest) == [(0, ex.START_MS)]
-        assert ex.index(store, CAM) == 1
-        assert list(ex.replay(store, CAM)) == [(ex.START_MS, ex.frame_bytes(0, CAM, biggest, biggest))]
+            ex.record(store, CAM, 1, max_size=16 << 20)  # + the header: over the limit
+        assert ex.read_index(store, CAM) == []
+        assert list(store.read_slice("video", CAM)) == []
 
 
 def test_time_windows_bound_the_capture_times():
