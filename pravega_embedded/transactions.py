@@ -7,9 +7,12 @@ record), abort, lease expiry, and finishing commits found by replay at open.
 Invariants:
   1. A transaction's events go to its staging segments only; no reader sees them before the
      commit's MERGE record is durable, and then all of them at once, contiguous per segment.
-  2. Status moves OPEN -> COMMITTING -> COMMITTED or OPEN -> ABORTING -> ABORTED and never
-     back; every operation on one transaction runs under its lock, so a commit or abort of a
-     transaction that is not OPEN is refused (TxnFailedError), never applied twice.
+  2. Status moves OPEN -> COMMITTING -> COMMITTED or OPEN -> ABORTING -> ABORTED; the only way
+     back is a commit that fails before its MERGE is written (COMMITTING -> OPEN: nothing of it
+     is visible, it may be retried). COMMITTING and ABORTING live only in memory: LMDB holds
+     OPEN, COMMITTED or ABORTED. Every operation on one transaction runs under its lock, so a
+     commit or abort of a transaction that is not OPEN is refused (TxnFailedError), never
+     applied twice.
   3. Durable order of a commit: staged events durable, then the MERGE record durable, then the
      LMDB record says COMMITTED and the staging segments are gone. The store's checkpoint lock
      is held from the MERGE to the LMDB write, so a checkpoint never passes a MERGE whose
@@ -74,6 +77,9 @@ class TxnStatus(str, enum.Enum):
     ABORTED = "ABORTED"
 
 
+_DURABLE_STATUS = (TxnStatus.OPEN, TxnStatus.COMMITTED, TxnStatus.ABORTED)
+
+
 def _lease(lease: Any) -> float:
     if lease is None:
         return DEFAULT_LEASE
@@ -104,7 +110,8 @@ class _TxnState:
         self.rr = 0
 
     def record(self) -> dict[str, Any]:
-        return {"stream": self.st.key, "writer": self.writer_id, "status": self.status.value,
+        status = self.status if self.status in _DURABLE_STATUS else TxnStatus.OPEN  # invariant 2
+        return {"stream": self.st.key, "writer": self.writer_id, "status": status.value,
                 "lease": self.lease, "deadline_ns": self.deadline_ns, "created_ns": self.created_ns,
                 "ended_ns": self.ended_ns,
                 "staged": {str(sid): seg.uid for sid, seg in self.staged.items()}}
@@ -138,7 +145,10 @@ class Transactions:
                         seg = orphans.pop(uid, None)
                         if seg is not None:
                             segs[int(sid)] = seg
-                    state = _TxnState(tid, st, str(rec["writer"]), TxnStatus(rec["status"]),
+                    status = TxnStatus(rec["status"])
+                    if status not in _DURABLE_STATUS:  # written by an older build: not ended
+                        status = TxnStatus.OPEN
+                    state = _TxnState(tid, st, str(rec["writer"]), status,
                                       float(rec["lease"]), int(rec["deadline_ns"]),
                                       int(rec["created_ns"]), segs)
                     state.ended_ns = int(rec.get("ended_ns", 0))
@@ -266,6 +276,13 @@ class Transactions:
         if time.time_ns() > state.deadline_ns:
             self._abort(state)
             raise TxnFailedError(f"cannot {what} transaction {state.id}: its lease expired, so it was aborted")
+
+    def status(self, state: _TxnState) -> TxnStatus:
+        if state.status == TxnStatus.OPEN and time.time_ns() > state.deadline_ns:
+            with state.lock:
+                if state.status == TxnStatus.OPEN and time.time_ns() > state.deadline_ns:
+                    self._abort(state)
+        return state.status
 
     def ping(self, state: _TxnState, lease: Any) -> None:
         with state.lock:
@@ -516,7 +533,8 @@ class Transaction:
         self._writer._txns.ping(self._state, lease)
 
     def status(self) -> TxnStatus:
-        return self._state.status
+        """The status now; an OPEN transaction past its lease is aborted first."""
+        return self._writer._txns.status(self._state)
 
     def __enter__(self) -> "Transaction":
         return self
@@ -563,8 +581,12 @@ class TransactionalEventStreamWriter:
         return Transaction(self, self._txns.get(self._st, txn_id))
 
     def close(self) -> None:
-        """Idempotent. Open transactions stay open (until committed, aborted or expired)."""
-        self._closed = True
+        """Idempotent. Open transactions stay open (until committed, aborted or expired); the
+        time noted by ``commit(timestamp=)`` stops holding the stream's watermark back."""
+        if not self._closed:
+            self._closed = True
+            if not self._store._closed:
+                self._store._watermarks.forget(self._st.key, self.writer_id)
 
     @property
     def closed(self) -> bool:
