@@ -8,7 +8,9 @@ Invariants:
   1. A byte stream has exactly one segment for its life (no scaling) and holds raw bytes, no
      event frames; the event API on it, and this API on an event stream, raise StreamKindError.
   2. Writes append at the tail whatever the read position (like a file opened "a+"); after a
-     write the position is the end of the bytes written.
+     write the position is the end of the bytes written. Every write is atomic and contiguous,
+     whatever its size (over 4 MiB it is staged and merged in one record, ``staging``), also
+     with other writers of the same stream.
   3. A read returns only durable bytes. It waits for bytes already written (read your writes)
      but never for bytes not yet written: at the tail it returns b"" (end of file, for now).
 

@@ -26,11 +26,10 @@ from __future__ import annotations
 import struct
 from typing import Any
 
-from ._native import ffi, lib
+from ._native import ffi
 from .errors import CorruptDataError
-from .records import build_bytes_header
 from .routing import key_point, owner_index
-from .staging import CHUNK, merge, pinned
+from .staging import CHUNK, merge, pinned, stage
 
 __all__ = ["LargeFrame", "read_large", "write_large", "DEFAULT_LARGE_EVENT_LIMIT"]
 
@@ -60,29 +59,14 @@ def write_large(store: Any, st: Any, writer_id: str, seq: int, kb: bytes | None,
                 spread: int) -> int:
     """Append one large event for the writer ``writer_id`` (sequence ``seq``); returns the
     MERGE record's end position once it is written (durable after a journal sync to it)."""
-    journal = store._journal
     view = memoryview(event).cast("B")
     head = _FRAME_HEAD.pack(len(view), _NO_KEY if kb is None else len(kb)) + (kb or b"")
-    total = len(head) + len(view)
+    first = CHUNK - len(head)
+    pieces = [(head + view[:first], 1)]  # the frame's first chunk starts the event (invariant 1)
+    pieces += ((view[a : a + CHUNK], 0) for a in range(first, len(view), CHUNK))
     what = f"large event for {st.key}"
     with pinned(store):
-        refs = []
-        off = 0  # offset within the frame
-        end = 0
-        while off < total:
-            if off == 0:
-                body = view[: CHUNK - len(head)]
-                payload = b"".join((build_bytes_header(0, 0, 1, len(head) + len(body)), head, body))
-            else:
-                a = off - len(head)
-                body = view[a : a + CHUNK]
-                payload = build_bytes_header(0, off, 0, len(body)) + body
-            n = len(payload) - 24
-            _, end = journal.append_record(lib.PE_RECORD_BYTES, payload, what)
-            del payload
-            refs.append((end - n, n, 1 if off == 0 else 0))
-            off += n
-        journal.sync(end, None, what=what)
+        refs = stage(store, pieces, what)
 
         def plan() -> list[tuple[Any, list[tuple[int, int, int]]]]:
             lows, segs = st.routing

@@ -31,7 +31,7 @@ import threading
 import time
 import uuid
 from contextlib import contextmanager
-from typing import Any, Callable, Iterator
+from typing import Any, Callable, Iterable, Iterator
 
 from ._native import lib
 from .errors import CorruptDataError, StreamNotFoundError, StreamSealedError
@@ -39,7 +39,7 @@ from .records import NO_SEQUENCE, build_bytes_header, build_merge
 from .segment import Segment
 
 __all__ = ["STAGING_BIT", "Parts", "pinned", "staged_sections", "merge", "append_bytes",
-           "apply_parts"]
+           "apply_parts", "stage", "CHUNK"]
 
 STAGING_BIT = 1 << 63
 Parts = list[tuple[Segment, list[tuple[int, int, int]]]]  # (segment, [(pos, bytes, events)])
@@ -131,13 +131,45 @@ def merge(store: Any, st: Any, plan: Callable[[], Parts | None], *, txn_id: uuid
     return end
 
 
+def stage(store: Any, pieces: Iterable[tuple[Any, int]], what: str) -> list[tuple[int, int, int]]:
+    """Write ``pieces`` (bytes-like, events starting in it) as BYTES records staged under uid 0
+    (attached to no segment) and make them durable; returns their references (journal position,
+    bytes, events) for a MERGE. The caller holds a pin (invariant 4)."""
+    journal = store._journal
+    refs = []
+    off = 0
+    end = 0
+    for piece, nev in pieces:
+        n = len(piece)
+        _, end = journal.append_record(lib.PE_RECORD_BYTES, build_bytes_header(0, off, nev, n) + piece, what)
+        refs.append((end - n, n, nev))
+        off += n
+    if end:
+        journal.sync(end, None, what=what)
+    return refs
+
+
 def append_bytes(store: Any, st: Any, seg: Segment, data: bytes | memoryview, what: str) -> tuple[int, int]:
-    """Append raw bytes to a visible segment (a byte stream) as BYTES records of at most
-    ``CHUNK`` bytes; returns (journal end of the last record, segment offset after the bytes).
-    The bytes are cached in the tail cache like events."""
+    """Append raw bytes to a visible segment (a byte stream), atomically: up to ``CHUNK`` bytes
+    as one BYTES record (cached in the tail cache like events), more as staged chunks and one
+    MERGE. Returns (journal end of the last record, segment offset after the bytes)."""
+    view = memoryview(data).cast("B")
+    if len(view) > CHUNK:
+        with pinned(store):
+            refs = stage(store, ((view[a : a + CHUNK], 0) for a in range(0, len(view), CHUNK)), what)
+            at: list[int] = []
+
+            def plan() -> Parts:
+                at.append(seg.length + len(view))
+                return [(seg, refs)]
+
+            with store._ckpt_lock:
+                end = merge(store, st, plan)
+        if end < 0:  # only a sealed stream seals its one segment, and merge raises for that
+            raise StreamSealedError(f"stream {st.key} is sealed")
+        return end, at[-1]
     end = -1
     length = seg.length
-    view = memoryview(data).cast("B")
     for a in range(0, len(view), CHUNK):
         piece = view[a : a + CHUNK]
         with store._append_lock:
