@@ -69,6 +69,7 @@ class StreamInfo:
     sealed: bool
     created_ns: int
     history: tuple[EpochInfo, ...] = ()
+    kind: str = "events"  # "bytes" for a byte stream (store.create_byte_stream)
 
     @property
     def current_segments(self) -> tuple[SegmentInfo, ...]:
@@ -222,7 +223,7 @@ class StreamState:
         return StreamInfo(
             scope=self.scope, stream=self.name, config=self.config, segments=segs,
             head=self.head_cut(), tail=self.tail_cut(), sealed=self.sealed,
-            created_ns=self.created_ns, history=self.history(),
+            created_ns=self.created_ns, history=self.history(), kind=self.kind,
         )
 
     def record(self) -> dict[str, Any]:

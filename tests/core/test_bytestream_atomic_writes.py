@@ -43,3 +43,12 @@ def test_concurrent_large_writes_never_interleave(tmp_path):
     assert sorted(seen) == sorted(t * 16 + i for t in range(4) for i in range(len(sizes)))
     for t in range(4):  # each writer's writes in its order
         assert [b for b in seen if b // 16 == t] == [t * 16 + i for i in range(len(sizes))]
+
+
+def test_stream_info_says_the_kind():
+    with pe.open_temporary() as store:
+        store.create_scope("a")
+        store.create_byte_stream("a", "b")
+        store.create_stream("a", "c")
+        assert store.stream_info("a", "b").kind == "bytes"
+        assert store.stream_info("a", "c").kind == "events"
