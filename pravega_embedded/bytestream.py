@@ -47,6 +47,7 @@ class ByteStream(io.RawIOBase):
         self._src = SegmentSource(store, self._seg)
         self._pos = st.head.get(self._seg.segment_id, 0)
         self._written = 0  # journal end of this object's last write
+        self._closing = False
 
     # ------------------------------------------------------------------ io.RawIOBase
     def readable(self) -> bool:
@@ -78,7 +79,7 @@ class ByteStream(io.RawIOBase):
 
     def flush(self) -> None:
         """Wait until every byte written through this object is durable."""
-        if self.closed:
+        if self.closed or self._closing:
             return
         self._check()
         if self._written:
@@ -148,6 +149,7 @@ class ByteStream(io.RawIOBase):
             if not self._store._closed and not self._st.deleted:
                 self.flush()
         finally:
+            self._closing = True  # io's close() calls flush() again: nothing left to do
             super().close()
 
     # ------------------------------------------------------------------ byte-stream specific

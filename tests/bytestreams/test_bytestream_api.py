@@ -123,10 +123,6 @@ def test_closed_byte_stream(store):
     assert again.closed
 
 
-@pytest.mark.xfail(strict=True, raises=(errors.StoreClosedError, errors.StreamNotFoundError), reason=(
-    "bug: ByteStream.close() skips its own flush when the store is closed or the stream "
-    "deleted, but io.IOBase.close() (super().close()) calls self.flush() again, whose _check "
-    "raises StoreClosedError / StreamNotFoundError; a `with` block or GC close raises too"))
 def test_close_after_store_close_or_stream_delete_does_not_raise(tmp_path):
     with pe.open(tmp_path / "s", durability="none") as s:
         s.create_scope(SCOPE)
