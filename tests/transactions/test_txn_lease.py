@@ -1,0 +1,143 @@
+"""Leases: an OPEN transaction not committed within its lease is aborted, and its events never
+become visible.
+
+- The maintenance thread (maintenance_interval=0.05) aborts an expired transaction by itself:
+  observed without calling status() (which would abort it too) and with a reader following the
+  stream meanwhile; then commit() raises TxnFailedError.
+- ping() keeps a transaction alive for many leases; ping(lease=...) replaces the lease.
+- A commit (and a write, flush or ping) of an expired transaction that the maintenance thread
+  has not reaped yet aborts it and raises TxnFailedError.
+- The deadline is stored: a transaction whose lease ran out while the store was closed is
+  aborted after reopening.
+- Other transactions are not affected.
+"""
+
+from __future__ import annotations
+
+import time
+
+import pytest
+from txn_helpers import make_stream, payload, slice_events, tags
+
+import pravega_embedded as pe
+from pravega_embedded import errors
+
+SCOPE, STREAM = "ls", "s"
+FAST = 0.05  # maintenance interval of the stores that reap by themselves
+NEVER = 3600.0  # ... and of those that must not
+
+
+def raw_status(txn: pe.Transaction) -> pe.TxnStatus:
+    """The status as last set, without the expiry check status() makes (so what the
+    maintenance thread did can be told from what status() would do)."""
+    return txn._state.status
+
+
+def wait_for(cond, timeout: float = 20.0) -> bool:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if cond():
+            return True
+        time.sleep(0.01)
+    return cond()
+
+
+def staged(tw, tag: str, lease: float, n: int = 200) -> pe.Transaction:
+    txn = tw.begin_txn(lease=lease)
+    for i in range(n):
+        txn.write_event(payload(tag, f"k{i % 6}", i // 6), routing_key=f"k{i % 6}")
+    txn.flush()
+    return txn
+
+
+def test_maintenance_thread_aborts_an_expired_transaction(tmp_path):
+    with pe.open(tmp_path / "store", durability="none", maintenance_interval=FAST) as store:
+        make_stream(store, SCOPE, STREAM, 3)
+        tw = store.create_transactional_writer(SCOPE, STREAM)
+        keeper = tw.begin_txn(lease=600)
+        with store.create_reader(SCOPE, STREAM) as r:
+            txn = staged(tw, "expired", lease=0.2)
+            t0 = time.monotonic()
+            assert wait_for(lambda: raw_status(txn) == pe.TxnStatus.ABORTED), "never reaped"
+            assert time.monotonic() - t0 >= 0.15, "aborted before its lease ran out"
+            assert r.read_next_event(0.3) is None
+        assert txn.status() == pe.TxnStatus.ABORTED
+        with pytest.raises(errors.TxnFailedError):
+            txn.commit()
+        with pytest.raises(errors.TxnFailedError):
+            txn.write_event(b"late")
+        assert slice_events(store, SCOPE, STREAM) == []
+        assert tw.get_txn(txn.txn_id).status() == pe.TxnStatus.ABORTED
+        # the long-lease transaction was not touched and still commits
+        assert raw_status(keeper) == pe.TxnStatus.OPEN
+        keeper.write_event(payload("keeper", "k", 0), routing_key="k")
+        keeper.commit()
+        assert tags(slice_events(store, SCOPE, STREAM)) == {"keeper": 1}
+
+
+def test_ping_keeps_a_transaction_alive(tmp_path):
+    with pe.open(tmp_path / "store", durability="none", maintenance_interval=FAST) as store:
+        make_stream(store, SCOPE, STREAM, 2)
+        tw = store.create_transactional_writer(SCOPE, STREAM)
+        txn = tw.begin_txn(lease=0.5)
+        end = time.monotonic() + 2.0  # four leases
+        i = 0
+        while time.monotonic() < end:
+            txn.write_event(payload("pinged", "k", i), routing_key="k")
+            i += 1
+            txn.ping()
+            time.sleep(0.03)
+            assert raw_status(txn) == pe.TxnStatus.OPEN
+        longer = tw.begin_txn(lease=0.2)
+        longer.write_event(payload("longer", "k", 0), routing_key="k")
+        longer.ping(lease=60)  # the new lease replaces the short one
+        short = tw.begin_txn(lease=0.2)  # the control: not pinged, reaped
+        assert wait_for(lambda: raw_status(short) == pe.TxnStatus.ABORTED)
+        assert raw_status(longer) == pe.TxnStatus.OPEN
+        txn.commit()
+        longer.commit()
+        assert tags(slice_events(store, SCOPE, STREAM)) == {"pinged": i, "longer": 1}
+
+
+@pytest.mark.parametrize("op", ["commit", "write_event", "flush", "ping"])
+def test_an_expired_transaction_not_yet_reaped_is_aborted_by_the_next_operation(tmp_path, op):
+    with pe.open(tmp_path / "store", durability="none", maintenance_interval=NEVER) as store:
+        make_stream(store, SCOPE, STREAM, 2)
+        tw = store.create_transactional_writer(SCOPE, STREAM)
+        txn = staged(tw, "expired", lease=0.1)
+        ok = staged(tw, "ok", lease=600)
+        time.sleep(0.2)  # past the lease; no maintenance thread will run
+        assert raw_status(txn) == pe.TxnStatus.OPEN
+        with pytest.raises(errors.TxnFailedError):
+            if op == "write_event":
+                txn.write_event(b"late", routing_key="k")
+            else:
+                getattr(txn, op)()
+        assert raw_status(txn) == pe.TxnStatus.ABORTED
+        with pytest.raises(errors.TxnFailedError):
+            txn.commit()
+        ok.commit()
+        assert tags(slice_events(store, SCOPE, STREAM)) == {"ok": 200}
+
+
+def test_the_lease_runs_while_the_store_is_closed(store_path):
+    with pe.open(store_path, maintenance_interval=NEVER) as store:
+        make_stream(store, SCOPE, STREAM, 2)
+        tw = store.create_transactional_writer(SCOPE, STREAM)
+        txn = staged(tw, "expired", lease=0.3)
+        ok = staged(tw, "ok", lease=600)
+        ids = txn.txn_id, ok.txn_id
+    time.sleep(0.4)
+    with pe.open(store_path, maintenance_interval=FAST) as store:
+        tw = store.create_transactional_writer(SCOPE, STREAM)
+        txn, ok = (tw.get_txn(i) for i in ids)
+        assert wait_for(lambda: raw_status(txn) == pe.TxnStatus.ABORTED), "never reaped after reopen"
+        with pytest.raises(errors.TxnFailedError):
+            txn.commit()
+        assert raw_status(ok) == pe.TxnStatus.OPEN
+        ok.commit()
+        assert tags(slice_events(store, SCOPE, STREAM)) == {"ok": 200}
+    with pe.open(store_path, maintenance_interval=NEVER) as store:
+        tw = store.create_transactional_writer(SCOPE, STREAM)
+        assert raw_status(tw.get_txn(ids[0])) == pe.TxnStatus.ABORTED  # the abort was recorded
+        assert tags(slice_events(store, SCOPE, STREAM)) == {"ok": 200}
