@@ -11,6 +11,10 @@ Invariants:
   2. On failure nothing pending is lost: it is put back in front of what arrived meanwhile.
   3. A section's entry is marked persisted only after the LMDB commit; only persisted entries
      are ever trimmed from memory (segment invariant 2).
+  4. ``store._ckpt_extra`` holds metadata writes that must land together with the checkpoint
+     that passes a journal record (a committed transaction's final record, ``transactions``):
+     they are queued under the append lock right after that record is appended, so the
+     checkpoint whose position is past the record runs them in its own LMDB transaction.
 
 Thread-safety: ``write_checkpoint`` takes the store's checkpoint lock (then the append and
 index locks); ``file_rows`` is called with the checkpoint lock held.
@@ -56,16 +60,18 @@ def write_checkpoint(store: Any) -> int:
             writers, store._dirty_writers = store._dirty_writers, {}
             with store._index_lock:
                 idx, store._idx_pending = store._idx_pending, []
+            extra, store._ckpt_extra = store._ckpt_extra, []
         files = file_rows(store, idx)
         try:
             store._journal.make_durable(written, "checkpoint")
             store._meta.checkpoint(
                 written, lengths, writers,
                 ((seg.uid, e[0], e[2], e[1] - e[0], nev) for seg, e, nev in idx),
-                files,
+                files, extra,
             )
         except BaseException:
             with store._append_lock:
+                store._ckpt_extra[:0] = extra
                 store._dirty_lengths |= set(lengths)
                 for k, v in writers.items():
                     store._dirty_writers.setdefault(k, v)

@@ -30,7 +30,7 @@ import hashlib
 import json
 import os
 import struct
-from typing import Any, Iterable, Iterator
+from typing import Any, Callable, Iterable, Iterator
 
 import lmdb
 
@@ -362,9 +362,11 @@ class Metadata:
         writers: dict[tuple[str, str], int],
         index: Iterable[tuple[int, int, int, int, int]],
         files: dict[int, dict[int, int]] | None = None,
+        extra: Iterable[Callable[[lmdb.Transaction], None]] = (),
     ) -> None:
         """Record that the journal up to ``applied_pos`` is reflected here (invariant 1);
-        ``files`` are rows of the files table to write (see ``files``)."""
+        ``files`` are rows of the files table to write (see ``files``); each of ``extra`` is
+        called with the write transaction, last (writes that belong to this checkpoint)."""
         live = set()
         with self.env.begin(write=True) as txn:
             for uid, length in lengths.items():
@@ -383,6 +385,8 @@ class Metadata:
                     put(_IDX_KEY.pack(uid, start), _IDX_VAL.pack(pos, nbytes, nevents), db=self._index)
             for base, d in (files or {}).items():
                 txn.put(_U64.pack(base), _json({str(u): e for u, e in d.items()}), db=self._files)
+            for fn in extra:
+                fn(txn)
             txn.put(b"applied_pos", _LE64.pack(applied_pos), db=self._store)
 
     def sync(self) -> None:

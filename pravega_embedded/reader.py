@@ -39,7 +39,7 @@ from .frames import FrameParser
 from .largeevents import LargeFrame, read_large
 from .serializers import resolve
 
-__all__ = ["EventStreamReader", "Slice", "SegmentSource", "deadline_of"]
+__all__ = ["EventStreamReader", "Slice", "SegmentSource", "deadline_of", "visible_lengths"]
 
 _new = tuple.__new__
 _FRAME_HEAD = struct.Struct("<IH")  # payload length, key length (frames.c)
@@ -96,6 +96,27 @@ def deadline_of(timeout: Any) -> float | None:
     return time.monotonic() + max(0.0, timeout)
 
 
+def _visible(seg: Any, synced: int) -> int:
+    """``seg``'s length counting only sections visible at ``synced`` (index lock held)."""
+    length = seg.length
+    entries = seg.entries
+    i = len(entries) - 1
+    while i >= 0:
+        e = entries[i]
+        if e[5] <= synced:
+            break
+        length = e[0]
+        i -= 1
+    return length
+
+
+def visible_lengths(store: Any, segs: dict[int, Any], synced: int) -> dict[int, int]:
+    """Every segment's visible length at ``synced``, under one hold of the index lock: a
+    snapshot across segments (a MERGE applies all its parts under one hold too)."""
+    with store._index_lock:
+        return {sid: _visible(seg, synced) for sid, seg in segs.items()}
+
+
 class SegmentSource:
     """Reads one segment's bytes for readers and slices."""
 
@@ -124,18 +145,8 @@ class SegmentSource:
 
     def visible_length(self, synced: int) -> int:
         """The segment's length counting only durable sections (invariant 1)."""
-        seg = self.seg
         with self.store._index_lock:
-            length = seg.length
-            entries = seg.entries
-            i = len(entries) - 1
-            while i >= 0:
-                e = entries[i]
-                if e[5] <= synced:
-                    break
-                length = e[0]
-                i -= 1
-            return length
+            return _visible(self.seg, synced)
 
     def read(self, offset: int, limit: int, *, copy: bool = True) -> tuple[Any, int]:
         """Complete frames from ``offset`` to the end of its section or ``limit``: (bytes, end).
@@ -464,13 +475,11 @@ class Slice:
         self._ser = resolve(serializer)
         synced = store._journal.synced()
         segs = dict(st.segments)
-        if end is not None and any(
-            end.get(sid, 0) > SegmentSource(store, seg).visible_length(synced)
-            for sid, seg in segs.items()
-        ):
+        visible = visible_lengths(store, segs, synced)  # one snapshot across the segments
+        if end is not None and any(end.get(sid, 0) > visible[sid] for sid in segs):
             # the end names data not yet durable: wait for it (raises if the journal failed)
             store._journal.sync(store._journal.state()[0], None, what=f"slice of {st.key}")
-            synced = store._journal.synced()
+            visible = visible_lengths(store, segs, store._journal.synced())
         self._ranges = []
         for sid in sorted(segs):  # ascending id: predecessors before successors
             seg = segs[sid]
@@ -481,7 +490,7 @@ class Slice:
                 raise TruncatedDataError(
                     f"start offset {lo} of segment {seg.name} is before the stream's head ({head})"
                 )
-            hi = src.visible_length(synced) if end is None else end.get(sid, 0)
+            hi = visible[sid] if end is None else end.get(sid, 0)
             if hi < lo:
                 raise InvalidStreamCutError(f"slice of {st.key}: end is before start in {seg.name}")
             self._ranges.append((src, lo, hi))

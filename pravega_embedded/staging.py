@@ -7,10 +7,11 @@ append (sections appended to segments *by reference*: index entries pointing at 
 already written, so nothing is copied) and BYTES appends to visible segments (byte streams).
 
 Invariants:
-  1. A MERGE is written under the store's append lock, after the data it references is
-     durable, with each part at its segment's current length: its sections land contiguously
-     in each segment, and the record is atomic, so after any crash either every part is in its
-     segment or none is.
+  1. A MERGE is written under the store's append lock, after the data it references (so the
+     journal makes that data durable no later than the MERGE: one sync to the MERGE's end
+     covers both), with each part at its segment's current length: its sections land
+     contiguously in each segment, and the record is atomic, so after any crash either every
+     part is in its segment or none is.
   2. A merged section is visible only once the MERGE record itself is durable (its
      ``visible_at`` is the record's end, segment invariant 2), though its data was durable
      before.
@@ -99,12 +100,13 @@ def apply_parts(store: Any, parts: Parts, visible_at: int | None) -> list[tuple[
 
 
 def merge(store: Any, st: Any, plan: Callable[[], Parts | None], *, txn_id: uuid.UUID | None = None,
-          writer_id: str = "", last_seq: int = NO_SEQUENCE) -> int:
+          writer_id: str = "", last_seq: int = NO_SEQUENCE,
+          on_append: Callable[[], None] | None = None) -> int:
     """Write one MERGE record appending the parts ``plan()`` returns (called under the append
     lock; None means "a segment was sealed meanwhile, plan again outside the lock" and makes
-    this return -1) and apply it; returns the record's end position. The caller made the
-    referenced data durable first (invariant 1) and holds ``store._ckpt_lock`` (so no
-    checkpoint passes the record before the caller has finished what it records)."""
+    this return -1) and apply it; returns the record's end position. ``on_append`` runs under
+    the append lock right after the record is appended. The caller holds ``store._ckpt_lock``
+    (for the files table) and makes the record durable before relying on it (invariant 1)."""
     wid = writer_id.encode("utf-8", "surrogateescape")
     with store._append_lock:
         if st.deleted:
@@ -122,6 +124,8 @@ def merge(store: Any, st: Any, plan: Callable[[], Parts | None], *, txn_id: uuid
         _, end = store._journal.append_record(lib.PE_RECORD_MERGE, payload, f"commit to {st.key}")
         with store._index_lock:
             added = apply_parts(store, parts, end)
+        if on_append is not None:
+            on_append()
         if writer_id and last_seq != NO_SEQUENCE:
             wk = (st.key, writer_id)
             store._writer_seqs[wk] = last_seq
@@ -133,7 +137,7 @@ def merge(store: Any, st: Any, plan: Callable[[], Parts | None], *, txn_id: uuid
 
 def stage(store: Any, pieces: Iterable[tuple[Any, int]], what: str) -> list[tuple[int, int, int]]:
     """Write ``pieces`` (bytes-like, events starting in it) as BYTES records staged under uid 0
-    (attached to no segment) and make them durable; returns their references (journal position,
+    (attached to no segment); returns their references (journal position,
     bytes, events) for a MERGE. The caller holds a pin (invariant 4)."""
     journal = store._journal
     refs = []
@@ -144,9 +148,7 @@ def stage(store: Any, pieces: Iterable[tuple[Any, int]], what: str) -> list[tupl
         _, end = journal.append_record(lib.PE_RECORD_BYTES, build_bytes_header(0, off, nev, n) + piece, what)
         refs.append((end - n, n, nev))
         off += n
-    if end:
-        journal.sync(end, None, what=what)
-    return refs
+    return refs  # durable with the MERGE that references them (invariant 1)
 
 
 def append_bytes(store: Any, st: Any, seg: Segment, data: bytes | memoryview, what: str) -> tuple[int, int]:

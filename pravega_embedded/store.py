@@ -154,6 +154,7 @@ class Store:
         self._index_lock = threading.Lock()
         self._ckpt_lock = threading.Lock()
         self._pins: dict[int, int] = {}  # journal positions retention must keep (staging)
+        self._ckpt_extra: list[Callable[[Any], None]] = []  # checkpoint invariant 4
         self._streams: dict[str, StreamState] = {}
         self._seg_by_uid: dict[int, Segment] = {}
         self._writer_seqs: dict[tuple[str, str], int] = {}

@@ -13,10 +13,11 @@ Invariants:
      OPEN, COMMITTED or ABORTED. Every operation on one transaction runs under its lock, so a
      commit or abort of a transaction that is not OPEN is refused (TxnFailedError), never
      applied twice.
-  3. Durable order of a commit: staged events durable, then the MERGE record durable, then the
-     LMDB record says COMMITTED and the staging segments are gone. The store's checkpoint lock
-     is held from the MERGE to the LMDB write, so a checkpoint never passes a MERGE whose
-     transaction LMDB still calls OPEN; replay finishes a commit whose MERGE it meets.
+  3. Durable order of a commit: the MERGE record durable (and with it the staged events before
+     it), then, in the LMDB transaction of the checkpoint that passes the MERGE (queued under
+     the append lock with the MERGE, checkpoint invariant 4), the record says COMMITTED and the
+     staging segments are gone. So LMDB never calls a transaction OPEN once a checkpoint has
+     passed its MERGE, and replay finishes a commit whose MERGE it meets.
   4. A parent segment sealed by a scaling since the events were staged gets none of them: its
      staged events are copied, each to the open segment that owns its key now, into uid-0
      staging sections ordered before later staged events of that segment (so per-key order
@@ -63,6 +64,7 @@ DEFAULT_LEASE = 120.0
 MAX_LEASE = 86400.0
 KEEP_ENDED_NS = 24 * 3600 * 10**9  # ended transactions are remembered this long,
 KEEP_ENDED_MAX = 100_000  # but at most this many (the oldest are forgotten first)
+PRECREATE_MAX = 64  # begin_txn makes the staging segments of up to this many open segments
 _DRAIN_BYTES = 256 * 1024
 _DRAIN_EVENTS = 4096
 
@@ -176,11 +178,31 @@ class Transactions:
                 raise StreamNotFoundError(f"stream {st.key} was deleted")
             if st.sealed:
                 raise StreamSealedError(f"stream {st.key} is sealed")
-            with self.store._meta.write() as w:
+            parents = list(st.open_segments) if len(st.open_segments) <= PRECREATE_MAX else []
+            with self.store._meta.write() as w:  # one LMDB write for the record and its staging
+                segs = self._new_staging(w, state, parents)
                 self.store._meta.put_txn(w, state.id.hex, state.record())
+            for seg in segs:
+                self.store._seg_by_uid[seg.uid] = seg
         with self._lock:
             self._txns[state.id] = state
         return state
+
+    def _new_staging(self, w: Any, state: _TxnState, parents: list[Segment]) -> list[Segment]:
+        """Staging segments for ``parents`` in the LMDB write ``w`` (store lock held)."""
+        meta = self.store._meta
+        out = []
+        now = time.time_ns()
+        for parent, uid in zip(parents, meta.allocate_uids(w, len(parents)) if parents else [], strict=True):
+            seg = Segment(uid, STAGING_BIT | uid, parent.low, parent.high, 0, False, state.st,
+                          created_ns=now)
+            rec = seg.record()
+            rec["txn"] = state.id.hex
+            rec["parent"] = parent.segment_id
+            meta.put_segment(w, uid, rec)
+            state.staged[parent.segment_id] = seg
+            out.append(seg)
+        return out
 
     def get(self, st: Any, txn_id: Any) -> _TxnState:
         try:
@@ -230,25 +252,19 @@ class Transactions:
                 self._drain(state)
 
     def _staging(self, state: _TxnState, parent: Segment) -> Segment:
-        """The staging segment of ``parent`` in this transaction, created (in LMDB first) on
-        first use."""
+        """The staging segment of ``parent`` in this transaction: made at begin for every open
+        segment (up to PRECREATE_MAX), else (or for a segment made by a later scaling) created
+        in LMDB on first use."""
         seg = state.staged.get(parent.segment_id)
         if seg is not None:
             return seg
-        store, st = self.store, state.st
+        store = self.store
         with store._lock:
             store._check_open()
             with store._meta.write() as w:
-                uid = store._meta.allocate_uids(w, 1)[0]
-                seg = Segment(uid, STAGING_BIT | uid, parent.low, parent.high, 0, False, st,
-                              created_ns=time.time_ns())
-                rec = seg.record()
-                rec["txn"] = state.id.hex
-                rec["parent"] = parent.segment_id
-                store._meta.put_segment(w, uid, rec)
-                state.staged[parent.segment_id] = seg
+                (seg,) = self._new_staging(w, state, [parent])
                 store._meta.put_txn(w, state.id.hex, state.record())
-            store._seg_by_uid[uid] = seg
+            store._seg_by_uid[seg.uid] = seg
         return seg
 
     def _drain(self, state: _TxnState) -> None:
@@ -303,8 +319,6 @@ class Transactions:
             try:
                 self._drain(state)
                 store = self.store
-                if state.written_end:
-                    store._journal.sync(state.written_end, None, what=f"commit of transaction {state.id}")
                 # pieces: (order, intended parent, refs); order = the parent sid the events were
                 # staged for, so pieces copied after a scaling come before later ones (inv. 4)
                 pieces = [(sid, st.segments[sid], staged_sections(store, seg))
@@ -313,15 +327,14 @@ class Transactions:
                     while True:
                         with store._ckpt_lock:
                             end = merge(store, st, lambda p=pieces: _plan(p), txn_id=state.id,
-                                        writer_id=state.writer_id)
-                            if end >= 0:
-                                merged = True
-                                # durable under every mode before LMDB says COMMITTED (inv. 3)
-                                store._journal.make_durable(end, f"commit of transaction {state.id}")
-                                state.status = TxnStatus.COMMITTED
-                                with store._meta.write() as w:
-                                    self._finish(w, state, time.time_ns())
-                                return
+                                        writer_id=state.writer_id,
+                                        on_append=lambda: self._finish_later(state))
+                        if end >= 0:
+                            merged = True
+                            # the MERGE durable, and with it every staged byte before it
+                            store._journal.make_durable(end, f"commit of transaction {state.id}")
+                            self._committed(state)
+                            return
                         pieces = self._rebase(st, pieces)
             except StreamSealedError:
                 if not merged:
@@ -332,6 +345,30 @@ class Transactions:
                     state.status = TxnStatus.OPEN  # nothing of it is visible: it may be retried
                 raise
 
+    def _finish_later(self, state: _TxnState) -> None:
+        """Queue the LMDB side of a commit for the checkpoint that passes its MERGE (append
+        lock held; checkpoint invariant 4): COMMITTED, staging segments deleted."""
+        uids = [seg.uid for seg in state.staged.values()]
+        rec = state.record()
+        rec.update(status=TxnStatus.COMMITTED.value, ended_ns=time.time_ns(), staged={})
+        meta, hexid = self.store._meta, state.id.hex
+
+        def write(w: Any) -> None:
+            meta.delete_segments(w, uids)
+            if w.get(hexid.encode(), db=meta._txns) is not None:  # not forgotten meanwhile
+                meta.put_txn(w, hexid, rec)
+
+        self.store._ckpt_extra.append(write)
+
+    def _committed(self, state: _TxnState) -> None:
+        """The MERGE is durable: the transaction is COMMITTED (its LMDB record follows with the
+        next checkpoint, invariant 3)."""
+        state.ended_ns = time.time_ns()
+        for seg in state.staged.values():
+            self.store._seg_by_uid.pop(seg.uid, None)
+        state.staged = {}
+        state.status = TxnStatus.COMMITTED
+
     def _rebase(self, st: Any, pieces: list[tuple[int, Segment, list[tuple[int, int, int]]]]
                 ) -> list[tuple[int, Segment, list[tuple[int, int, int]]]]:
         """Copy the pieces whose parent was sealed by a scaling to the segments owning their
@@ -341,7 +378,6 @@ class Transactions:
             raise StreamSealedError(f"stream {st.key} is sealed: the transaction cannot commit")
         out = []
         frames = FrameParser()
-        last_end = 0
         for order, parent, refs in pieces:
             if not parent.sealed:
                 out.append((order, parent, refs))
@@ -354,12 +390,11 @@ class Transactions:
             collected: list[tuple[Segment, list[Any]]] = []
 
             def flush_batches(collected: list[Any]) -> None:
-                nonlocal batches, size, last_end
+                nonlocal batches, size
                 if batches:
                     end = try_append(store, st, b"", 0, 0, batches, collected)
                     if end is None:
                         raise TxnFailedError("a copy segment was closed")
-                    last_end = end
                 batches, size = {}, 0
 
             for pos, nbytes, _ in refs:
@@ -382,14 +417,12 @@ class Transactions:
                     size += len(ev.event) + 6 + (len(key) if key else 0)
                     if size >= 4 << 20:
                         flush_batches(collected)
-            flush_batches(collected)
+            flush_batches(collected)  # durable with the MERGE after them (staging invariant 1)
             by_target: dict[Segment, list[tuple[int, int, int]]] = {}
             for tseg, e in collected:
                 by_target.setdefault(tseg, []).append((e[2], e[1] - e[0], e[6]))
             for owner, tseg in targets.items():
                 out.append((order, owner, by_target.get(tseg, [])))
-        if last_end:
-            store._journal.sync(last_end, None, what="commit: copying staged events")
         return out
 
     def abort(self, state: _TxnState) -> None:
