@@ -731,6 +731,10 @@ class Store:
                 w.close()
             except BaseException as exc:  # noqa: BLE001
                 first_error = first_error or exc
+        try:
+            self._txns.stage_pending()  # open transactions keep what was written to them
+        except BaseException as exc:  # noqa: BLE001
+            first_error = first_error or exc
         for r in list(self._readers):
             r.close()
         self._stop.set()

@@ -481,6 +481,17 @@ class Transactions:
             for state in states:
                 self._txns.pop(state.id, None)
 
+    def stage_pending(self) -> None:
+        """Append every open transaction's pending events to its staging segments (the store
+        is closing: its last checkpoint makes them durable, so a transaction resumed after the
+        reopen holds everything written to it)."""
+        with self._lock:
+            states = [s for s in self._txns.values() if s.status == TxnStatus.OPEN and s.pending]
+        for state in states:
+            with state.lock:
+                if state.status == TxnStatus.OPEN and not state.st.deleted:
+                    self._drain(state)
+
     def open_count(self, st: Any) -> int:
         with self._lock:
             return sum(1 for s in self._txns.values() if s.st is st and s.status == TxnStatus.OPEN)

@@ -124,3 +124,19 @@ def test_closing_a_transactional_writer_drops_its_time_note(tmp_path):
         tw.close()
         assert "tw" not in store._watermarks._notes.get("s/t", {})
         tw.close()  # idempotent
+
+
+def test_closing_the_store_keeps_a_transactions_unflushed_events(tmp_path):
+    with pe.open(tmp_path) as store:
+        store.create_scope("s")
+        store.create_stream("s", "t", pe.StreamConfiguration(scaling=pe.ScalingPolicy.fixed(3)))
+        txn = store.create_transactional_writer("s", "t").begin_txn()
+        for i in range(10):
+            txn.write_event(b"e%d" % i, routing_key=f"k{i}")  # pending: never flushed
+        tid = txn.txn_id
+    with pe.open(tmp_path) as store:
+        txn = store.create_transactional_writer("s", "t").get_txn(tid)
+        assert txn.status() is pe.TxnStatus.OPEN
+        assert list(store.read_slice("s", "t")) == []
+        txn.commit()
+        assert sorted(e.event for e in store.read_slice("s", "t")) == sorted(b"e%d" % i for i in range(10))

@@ -272,17 +272,15 @@ def test_commit_of_an_empty_transaction(pe_store, flush):
     assert pe_store.stream_info(SCOPE, STREAM).tail == before
 
 
-@pytest.mark.xfail(strict=True, reason=(
-    "BUG: a Slice is not a snapshot across segments: Slice.__init__ reads journal.synced() once, "
-    "then each segment's visible length under a separate hold of the index lock, while merge() "
-    "appends the MERGE record before it applies the parts under the index lock; a slice created "
-    "in between sees the commit in some segments and not in others"))
 def test_a_slice_taken_while_a_commit_is_applied_holds_all_of_it_or_none(pe_store, monkeypatch):
     """Forces the interleaving the race needs: the MERGE record is written (and durable, as the
     group commit may make it at any moment), a slice is created and has looked at its first
-    segment, then the commit applies its parts, then the slice looks at the other segments."""
+    segment, then the commit tries to apply its parts, then the slice looks at the other
+    segments (the pause is at the slicer's first release of the index lock). The slice takes
+    every segment's visible length under one hold of that lock, so the commit cannot apply in
+    between: the slice holds all of it or none of it."""
+    import pravega_embedded.reader as reader_mod
     from pravega_embedded._native import lib
-    from pravega_embedded.reader import SegmentSource
 
     make_stream(pe_store, SCOPE, STREAM, 4)
     txn = pe_store.create_transactional_writer(SCOPE, STREAM).begin_txn()
@@ -291,7 +289,7 @@ def test_a_slice_taken_while_a_commit_is_applied_holds_all_of_it_or_none(pe_stor
     txn.flush()
     merge_written, first_looked, applied = threading.Event(), threading.Event(), threading.Event()
     journal = pe_store._journal
-    real_append, real_visible, real_apply = journal.append_record, SegmentSource.visible_length, staging.apply_parts
+    real_append, real_visible, real_apply = journal.append_record, reader_mod._visible, staging.apply_parts
     got: list = []
 
     def append_record(rtype, payload_, what):
@@ -302,12 +300,29 @@ def test_a_slice_taken_while_a_commit_is_applied_holds_all_of_it_or_none(pe_stor
             first_looked.wait(2)
         return pos, end
 
-    def visible_length(self, synced):
-        n = real_visible(self, synced)
-        if threading.current_thread() is slicer and not first_looked.is_set():
-            first_looked.set()
-            applied.wait(2)
-        return n
+    looked = []
+
+    def visible(seg, synced):
+        if threading.current_thread() is slicer:
+            looked.append(seg)
+        return real_visible(seg, synced)
+
+    class PausingLock:
+        """The index lock; when the slicer lets go of it after looking at its first segment,
+        it waits for the commit to apply (which it can, now) before going on."""
+
+        def __init__(self, lock):
+            self.lock = lock
+
+        def __enter__(self):
+            return self.lock.__enter__()
+
+        def __exit__(self, *exc):
+            out = self.lock.__exit__(*exc)
+            if threading.current_thread() is slicer and looked and not first_looked.is_set():
+                first_looked.set()
+                applied.wait(2)
+            return out
 
     def apply_parts(*args):
         out = real_apply(*args)
@@ -319,7 +334,8 @@ def test_a_slice_taken_while_a_commit_is_applied_holds_all_of_it_or_none(pe_stor
         got.append(list(pe_store.read_slice(SCOPE, STREAM)))
 
     monkeypatch.setattr(journal, "append_record", append_record)
-    monkeypatch.setattr(SegmentSource, "visible_length", visible_length)
+    monkeypatch.setattr(reader_mod, "_visible", visible)
+    monkeypatch.setattr(pe_store, "_index_lock", PausingLock(pe_store._index_lock))
     monkeypatch.setattr(staging, "apply_parts", apply_parts)
     slicer = threading.Thread(target=take_slice, daemon=True)
     slicer.start()
