@@ -415,8 +415,7 @@ class Journal:
             except FileNotFoundError:
                 pass  # deleted by retention meanwhile
 
-    def pread(self, pos: int, n: int) -> bytes:
-        """Read n bytes at global position pos (a range within one file, invariant 3)."""
+    def _file_at(self, pos: int) -> int:
         bases = self._bases
         if not bases or pos >= bases[-1] or pos < bases[0]:
             if not bases or pos < bases[0] or self.state()[2] > bases[-1]:
@@ -425,10 +424,29 @@ class Journal:
         i = bisect_right(bases, pos) - 1
         if i < 0:
             raise StorageError(f"journal position {pos} is before the first journal file")
-        base = bases[i]
+        return bases[i]
+
+    def pread(self, pos: int, n: int) -> bytes:
+        """Read n bytes at global position pos (a range within one file, invariant 3)."""
+        base = self._file_at(pos)
         data = os.pread(self._fds[base], n, pos - base)
         if len(data) != n:
             raise CorruptDataError(
                 f"journal {file_name(base)}: expected {n} bytes at position {pos}, read {len(data)}"
             )
         return data
+
+    def pread_into(self, pos: int, buf: Any) -> None:
+        """Read len(buf) bytes at global position pos straight into the writable buffer buf."""
+        base = self._file_at(pos)
+        view = memoryview(buf)
+        n = len(view)
+        got = 0
+        fd = self._fds[base]
+        while got < n:
+            k = os.preadv(fd, [view[got:]], pos - base + got)
+            if k <= 0:
+                raise CorruptDataError(
+                    f"journal {file_name(base)}: expected {n} bytes at position {pos}, read {got}"
+                )
+            got += k

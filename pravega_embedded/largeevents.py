@@ -12,8 +12,8 @@ Invariants:
   2. It is invisible until its MERGE is durable, then visible whole (staging invariants 1, 2);
      a crash before leaves only unreferenced chunks, which retention reclaims.
   3. Writing holds at most one chunk (``CHUNK``, 4 MiB) beyond the caller's bytes; reading
-     allocates the payload once (a fresh bytes object, filled in place before anyone else can
-     see it) plus one chunk in flight.
+     allocates the payload once (a fresh bytes object, filled in place, straight from the
+     journal files, before anyone else can see it) plus the first section's bytes.
   4. The MERGE carries the writer's sequence number, so exactly-once resumption counts a large
      event like any batch.
 
@@ -110,8 +110,10 @@ def read_large(src: Any, offset: int, limit: int, first: Any) -> tuple[LargeFram
                 f"segment {seg.name}: the large event at offset {offset} is cut short at {at}"
             )
         n = min(end - start, pl - got)
-        piece = data[:n] if data is not None else journal.pread(pos, n)
-        ffi.memmove(dst + got, piece, n)
+        if data is not None:
+            ffi.memmove(dst + got, data[:n], n)
+        else:  # straight from the file into the event: no chunk buffer
+            journal.pread_into(pos, ffi.buffer(dst + got, n))
         got += n
         at += n
     return LargeFrame(event, key, flen), offset + flen

@@ -513,14 +513,18 @@ class Slice:
                     raise StreamNotFoundError(f"stream {self._st.key} was deleted")
                 data, stop = src.read(pos, hi, copy=copy)
                 yield src.seg, data, pos
+                data = None  # not held while the next chunk (maybe a large event) is read
                 pos = stop
 
     def __iter__(self) -> Iterator[EventRead]:
         frames = FrameParser()
         st = self._st
         for seg, data, pos in self._chunks():
-            yield from events_from(data, pos, seg.segment_id, st.names, self._ser, frames,
-                                   f"slice of {seg.name}")
+            evs = events_from(data, pos, seg.segment_id, st.names, self._ser, frames,
+                              f"slice of {seg.name}")
+            data = None
+            yield from evs
+            evs = None  # the caller's event is all that stays alive while the next is read
 
     def to_arrow(self) -> Any:
         """A pyarrow Table: event (large_binary), routing_key (large_string, null if none),

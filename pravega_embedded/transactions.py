@@ -109,6 +109,8 @@ class _TxnState:
         self.pending_bytes = 0
         self.pending_n = 0
         self.written_end = 0  # journal end of the last staged record
+        self.routes: dict[str, tuple[Segment, bytes]] = {}  # key -> (segment, key bytes)
+        self.topology = st.topology  # of the stream when ``routes`` was filled
         self.rr = 0
 
     def record(self) -> dict[str, Any]:
@@ -229,18 +231,27 @@ class Transactions:
         self.store._meta.put_txn(w, state.id.hex, state.record())
 
     # ------------------------------------------------------------------ writing
-    def write(self, state: _TxnState, kb: bytes | None, events: list[bytes]) -> None:
+    def write(self, state: _TxnState, key: str | None, events: list[bytes]) -> None:
         with state.lock:
-            self._check_open(state, "write to")
+            if state.status is not TxnStatus.OPEN or time.time_ns() > state.deadline_ns:
+                self._check_open(state, "write to")
             st = state.st
             if st.sealed:
                 raise StreamSealedError(f"stream {st.key} is sealed")
-            lows, segs = st.routing
-            if kb is None:
-                seg = segs[state.rr % len(segs)]
+            if key is None:
+                segs = st.routing[1]
+                seg, kb = segs[state.rr % len(segs)], None
                 state.rr += 1
             else:
-                seg = segs[owner_index(lows, key_point(kb.decode("utf-8")))]
+                if state.topology != st.topology:  # scaled: route every key afresh
+                    state.routes.clear()
+                    state.topology = st.topology
+                route = state.routes.get(key) if type(key) is str else None
+                if route is None:
+                    kb = encode_key(key)
+                    lows, segs = st.routing
+                    route = state.routes[key] = (segs[owner_index(lows, key_point(key))], kb)
+                seg, kb = route
             groups = state.pending.setdefault(seg, [])
             if groups and groups[-1][0] == kb:
                 groups[-1][1].extend(events)
@@ -543,15 +554,15 @@ class Transaction:
     def write_event(self, event: Any, routing_key: str | None = None) -> None:
         """Stage one event; it becomes visible only when the transaction commits."""
         self._writer._check_open()
-        self._writer._txns.write(self._state, encode_key(routing_key), [self._event(event)])
+        self._writer._txns.write(self._state, routing_key, [self._event(event)])
 
     def write_events(self, events: Iterable[Any], routing_key: str | None = None) -> None:
         """Stage several events with one routing key."""
         self._writer._check_open()
-        kb = encode_key(routing_key)
+        encode_key(routing_key)  # a bad key is refused before any event is looked at
         evs = [self._event(e) for e in events]
         if evs:
-            self._writer._txns.write(self._state, kb, evs)
+            self._writer._txns.write(self._state, routing_key, evs)
 
     def flush(self) -> None:
         """Make every staged event durable (still invisible)."""
