@@ -66,6 +66,7 @@ KEEP_ENDED_NS = 24 * 3600 * 10**9  # ended transactions are remembered this long
 KEEP_ENDED_MAX = 100_000  # but at most this many (the oldest are forgotten first)
 PRECREATE_MAX = 64  # begin_txn makes the staging segments of up to this many open segments
 _DRAIN_BYTES = 256 * 1024
+_PART_BYTES = 32 << 20
 _DRAIN_EVENTS = 4096
 
 
@@ -105,11 +106,12 @@ class _TxnState:
         self.ended_ns = 0
         self.staged = staged  # parent segment id -> staging segment
         self.lock = threading.RLock()
-        self.pending: dict[Segment, list[tuple[bytes | None, list[bytes]]]] = {}
+        self.pending: dict[str | None, list[bytes]] = {}  # routing key -> events, write order
         self.pending_bytes = 0
         self.pending_n = 0
         self.written_end = 0  # journal end of the last staged record
-        self.routes: dict[str, tuple[Segment, bytes]] = {}  # key -> (segment, key bytes)
+        self.keys: dict[str, bytes] = {}  # routing key -> its UTF-8 bytes (validated)
+        self.routes: dict[str, Segment] = {}  # routing key -> segment owning it
         self.topology = st.topology  # of the stream when ``routes`` was filled
         self.rr = 0
 
@@ -232,33 +234,28 @@ class Transactions:
 
     # ------------------------------------------------------------------ writing
     def write(self, state: _TxnState, key: str | None, events: list[bytes]) -> None:
+        """Stage ``events`` (already serialized and size-checked) under routing key ``key``."""
         with state.lock:
             if state.status is not TxnStatus.OPEN or time.time_ns() > state.deadline_ns:
                 self._check_open(state, "write to")
-            st = state.st
-            if st.sealed:
-                raise StreamSealedError(f"stream {st.key} is sealed")
-            if key is None:
-                segs = st.routing[1]
-                seg, kb = segs[state.rr % len(segs)], None
-                state.rr += 1
+            if state.st.sealed:
+                raise StreamSealedError(f"stream {state.st.key} is sealed")
+            try:
+                lst = state.pending.get(key)
+            except TypeError:  # unhashable: not a str
+                lst = None
+            if lst is None:
+                if key is not None and key not in state.keys:
+                    state.keys[key] = encode_key(key)  # validated once per key
+                lst = state.pending[key] = []
+            n = len(events)
+            if n == 1:
+                lst.append(events[0])
+                state.pending_bytes += len(events[0])
             else:
-                if state.topology != st.topology:  # scaled: route every key afresh
-                    state.routes.clear()
-                    state.topology = st.topology
-                route = state.routes.get(key) if type(key) is str else None
-                if route is None:
-                    kb = encode_key(key)
-                    lows, segs = st.routing
-                    route = state.routes[key] = (segs[owner_index(lows, key_point(key))], kb)
-                seg, kb = route
-            groups = state.pending.setdefault(seg, [])
-            if groups and groups[-1][0] == kb:
-                groups[-1][1].extend(events)
-            else:
-                groups.append((kb, list(events)))
-            state.pending_bytes += sum(map(len, events)) + len(events) * (6 + (len(kb) if kb else 0))
-            state.pending_n += len(events)
+                lst.extend(events)
+                state.pending_bytes += sum(map(len, events))
+            state.pending_n += n
             if state.pending_bytes >= _DRAIN_BYTES or state.pending_n >= _DRAIN_EVENTS:
                 self._drain(state)
 
@@ -282,7 +279,29 @@ class Transactions:
         """Append the pending events to their staging segments (one record)."""
         if not state.pending:
             return
-        by_seg = {self._staging(state, parent): groups for parent, groups in state.pending.items()}
+        st = state.st
+        if state.topology != st.topology:  # scaled: route every key afresh
+            state.routes.clear()
+            state.topology = st.topology
+        lows, segs = st.routing  # a scaling after this is handled at commit (invariant 4)
+        routes, keys = state.routes, state.keys
+        by_parent: dict[Segment, list[tuple[bytes | None, list[bytes]]]] = {}
+        for key, lst in state.pending.items():
+            if key is None:  # keyless: spread over the open segments
+                for i, ev in enumerate(lst):
+                    seg = segs[(state.rr + i) % len(segs)]
+                    groups = by_parent.setdefault(seg, [])
+                    if groups and groups[-1][0] is None:
+                        groups[-1][1].append(ev)
+                    else:
+                        groups.append((None, [ev]))
+                state.rr += len(lst)
+                continue
+            seg = routes.get(key)
+            if seg is None:
+                seg = routes[key] = segs[owner_index(lows, key_point(key))]
+            by_parent.setdefault(seg, []).append((keys[key], lst))
+        by_seg = {self._staging(state, parent): groups for parent, groups in by_parent.items()}
         end = try_append(self.store, state.st, b"", 0, 0, by_seg)
         if end is None:  # staging segments are never sealed
             raise TxnFailedError(f"transaction {state.id}: its staging segments were closed")
@@ -553,16 +572,28 @@ class Transaction:
 
     def write_event(self, event: Any, routing_key: str | None = None) -> None:
         """Stage one event; it becomes visible only when the transaction commits."""
-        self._writer._check_open()
-        self._writer._txns.write(self._state, routing_key, [self._event(event)])
+        w = self._writer
+        if w._closed or w._store._closed:
+            w._check_open()
+        if type(event) is not bytes or w._ser is not None or len(event) > MAX_EVENT_SIZE:
+            event = self._event(event)
+        w._txns.write(self._state, routing_key, [event])
 
     def write_events(self, events: Iterable[Any], routing_key: str | None = None) -> None:
         """Stage several events with one routing key."""
         self._writer._check_open()
         encode_key(routing_key)  # a bad key is refused before any event is looked at
         evs = [self._event(e) for e in events]
-        if evs:
-            self._writer._txns.write(self._state, routing_key, evs)
+        part: list[bytes] = []
+        size = 0
+        for ev in evs:  # at most ~32 MiB per hand-over, so each staged record stays small
+            if part and size + len(ev) > _PART_BYTES:
+                self._writer._txns.write(self._state, routing_key, part)
+                part, size = [], 0
+            part.append(ev)
+            size += len(ev)
+        if part:
+            self._writer._txns.write(self._state, routing_key, part)
 
     def flush(self) -> None:
         """Make every staged event durable (still invisible)."""
