@@ -106,7 +106,7 @@ class _TxnState:
         self.ended_ns = 0
         self.staged = staged  # parent segment id -> staging segment
         self.lock = threading.RLock()
-        self.pending: dict[str | None, list[bytes]] = {}  # routing key -> events, write order
+        self.pending: list[tuple[str | None, bytes]] = []  # (routing key, event), write order
         self.pending_bytes = 0
         self.pending_n = 0
         self.written_end = 0  # journal end of the last staged record
@@ -240,20 +240,14 @@ class Transactions:
                 self._check_open(state, "write to")
             if state.st.sealed:
                 raise StreamSealedError(f"stream {state.st.key} is sealed")
-            try:
-                lst = state.pending.get(key)
-            except TypeError:  # unhashable: not a str
-                lst = None
-            if lst is None:
-                if key is not None and key not in state.keys:
-                    state.keys[key] = encode_key(key)  # validated once per key
-                lst = state.pending[key] = []
+            if key is not None and (type(key) is not str or key not in state.keys):
+                state.keys[key] = encode_key(key)  # validated once per key (TypeError-safe)
             n = len(events)
             if n == 1:
-                lst.append(events[0])
+                state.pending.append((key, events[0]))
                 state.pending_bytes += len(events[0])
             else:
-                lst.extend(events)
+                state.pending.extend((key, ev) for ev in events)
                 state.pending_bytes += sum(map(len, events))
             state.pending_n += n
             if state.pending_bytes >= _DRAIN_BYTES or state.pending_n >= _DRAIN_EVENTS:
@@ -285,27 +279,30 @@ class Transactions:
             state.topology = st.topology
         lows, segs = st.routing  # a scaling after this is handled at commit (invariant 4)
         routes, keys = state.routes, state.keys
+        # per segment, runs of one key in write order (so a segment gets the transaction's
+        # events in the order they were written, not only per key)
         by_parent: dict[Segment, list[tuple[bytes | None, list[bytes]]]] = {}
-        for key, lst in state.pending.items():
+        last: dict[Segment, Any] = {}
+        for key, ev in state.pending:
             if key is None:  # keyless: spread over the open segments
-                for i, ev in enumerate(lst):
-                    seg = segs[(state.rr + i) % len(segs)]
-                    groups = by_parent.setdefault(seg, [])
-                    if groups and groups[-1][0] is None:
-                        groups[-1][1].append(ev)
-                    else:
-                        groups.append((None, [ev]))
-                state.rr += len(lst)
-                continue
-            seg = routes.get(key)
-            if seg is None:
-                seg = routes[key] = segs[owner_index(lows, key_point(key))]
-            by_parent.setdefault(seg, []).append((keys[key], lst))
+                seg = segs[state.rr % len(segs)]
+                state.rr += 1
+            else:
+                seg = routes.get(key)
+                if seg is None:
+                    seg = routes[key] = segs[owner_index(lows, key_point(key))]
+            run = last.get(seg)
+            if run is not None and run[0] == key:
+                run[1].append(ev)
+            else:
+                kb = None if key is None else keys[key]
+                run = last[seg] = (key, [ev])
+                by_parent.setdefault(seg, []).append((kb, run[1]))
         by_seg = {self._staging(state, parent): groups for parent, groups in by_parent.items()}
         end = try_append(self.store, state.st, b"", 0, 0, by_seg)
         if end is None:  # staging segments are never sealed
             raise TxnFailedError(f"transaction {state.id}: its staging segments were closed")
-        state.pending, state.pending_bytes, state.pending_n = {}, 0, 0
+        state.pending, state.pending_bytes, state.pending_n = [], 0, 0
         state.written_end = end
 
     def flush(self, state: _TxnState) -> None:
@@ -463,7 +460,7 @@ class Transactions:
 
     def _abort(self, state: _TxnState) -> None:
         state.status = TxnStatus.ABORTING
-        state.pending, state.pending_bytes, state.pending_n = {}, 0, 0
+        state.pending, state.pending_bytes, state.pending_n = [], 0, 0
         with self.store._meta.write() as w:
             state.status = TxnStatus.ABORTED
             self._finish(w, state, time.time_ns())
