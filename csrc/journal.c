@@ -680,19 +680,30 @@ int pe_journal_append_events(pe_journal *j, const char *writer_id, uint32_t writ
 int pe_journal_append_record(pe_journal *j, uint32_t type, const char *payload, uint64_t len,
                              uint64_t *out_pos, uint64_t *out_end)
 {
-    if (j == NULL || out_pos == NULL || out_end == NULL || (payload == NULL && len > 0))
+    return pe_journal_append_record2(j, type, payload, len, NULL, 0, out_pos, out_end);
+}
+
+int pe_journal_append_record2(pe_journal *j, uint32_t type, const char *head, uint64_t head_len,
+                              const char *body, uint64_t body_len, uint64_t *out_pos,
+                              uint64_t *out_end)
+{
+    if (j == NULL || out_pos == NULL || out_end == NULL || (head == NULL && head_len > 0) ||
+        (body == NULL && body_len > 0))
         return PE_ERR_INVAL;
     if (type < 2 || type > PE_MAX_RECORD_TYPE)
         return PE_ERR_INVAL;
-    if (len > PE_MAX_RECORD_PAYLOAD)
+    if (head_len > PE_MAX_RECORD_PAYLOAD || body_len > PE_MAX_RECORD_PAYLOAD - head_len)
         return PE_ERR_TOOBIG;
+    uint64_t len = head_len + body_len;
     uint64_t total = PE_RECORD_HEADER_SIZE + len;
     char *rec = malloc((size_t)total);
     if (rec == NULL)
         return PE_ERR_NOMEM;
     record_header(rec, type, len);
-    if (len > 0)
-        memcpy(rec + PE_RECORD_HEADER_SIZE, payload, (size_t)len);
+    if (head_len > 0)
+        memcpy(rec + PE_RECORD_HEADER_SIZE, head, (size_t)head_len);
+    if (body_len > 0)
+        memcpy(rec + PE_RECORD_HEADER_SIZE + head_len, body, (size_t)body_len);
     uint64_t pos = 0;
     int rc = journal_commit(j, rec, total, &pos);
     int e = errno;

@@ -197,6 +197,13 @@ int pe_journal_append_events(pe_journal *j, const char *writer_id, uint32_t writ
 int pe_journal_append_record(pe_journal *j, uint32_t type, const char *payload, uint64_t len,
                              uint64_t *out_pos, uint64_t *out_end);
 
+/* As pe_journal_append_record with the payload given in two parts, head (head_len bytes)
+ * followed by body (body_len bytes), so a caller need not join them first. Errors as
+ * pe_journal_append_record (PE_ERR_TOOBIG if head_len + body_len > PE_MAX_RECORD_PAYLOAD). */
+int pe_journal_append_record2(pe_journal *j, uint32_t type, const char *head, uint64_t head_len,
+                              const char *body, uint64_t body_len, uint64_t *out_pos,
+                              uint64_t *out_end);
+
 /* Waits until everything appended before global position `pos` is durable under the journal's
  * mode (FSYNC: fdatasync completed; OS/NONE: written). timeout_ns < 0 waits without limit.
  * Releases no lock the appenders need. Errors: PE_ERR_TIMEOUT, PE_ERR_FAILED (sync failed). */

@@ -343,11 +343,18 @@ class Journal:
                     continue  # deleted by retention: nothing in it is needed
             self._durable_floor = max(self._durable_floor, pos)
 
-    def append_record(self, rtype: int, payload: bytes, what: str) -> tuple[int, int]:
-        """Append one BYTES or MERGE record; return (its position, its end)."""
+    def append_record(self, rtype: int, payload: bytes, what: str, body: Any = None) -> tuple[int, int]:
+        """Append one BYTES or MERGE record whose payload is ``payload`` followed by ``body``
+        (any bytes-like object, not copied in Python); return (its position, its end)."""
         outs = ffi.new("uint64_t[2]")
+        if body is None:
+            body, blen = ffi.NULL, 0
+        else:
+            blen = len(body)
+            body = ffi.from_buffer(body)
         with self.use() as h:
-            status = lib.pe_journal_append_record(h, rtype, payload, len(payload), outs, outs + 1)
+            status = lib.pe_journal_append_record2(h, rtype, payload, len(payload), body, blen,
+                                                   outs, outs + 1)
         if status != lib.PE_OK:
             check(status, what)
         return outs[0], outs[1]

@@ -145,7 +145,7 @@ def stage(store: Any, pieces: Iterable[tuple[Any, int]], what: str) -> list[tupl
     end = 0
     for piece, nev in pieces:
         n = len(piece)
-        _, end = journal.append_record(lib.PE_RECORD_BYTES, build_bytes_header(0, off, nev, n) + piece, what)
+        _, end = journal.append_record(lib.PE_RECORD_BYTES, build_bytes_header(0, off, nev, n), what, piece)
         refs.append((end - n, n, nev))
         off += n
     return refs  # durable with the MERGE that references them (invariant 1)
