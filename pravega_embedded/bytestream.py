@@ -79,9 +79,9 @@ class ByteStream(io.RawIOBase):
 
     def flush(self) -> None:
         """Wait until every byte written through this object is durable."""
-        if self.closed or self._closing:
-            return
-        self._check()
+        if self._closing:
+            return  # io's close() calls flush() once more: nothing left to do
+        self._check()  # ValueError once closed, as for files
         if self._written:
             self._store._journal.sync(self._written, None, what=f"flush of byte stream {self._st.key}")
 
@@ -149,8 +149,11 @@ class ByteStream(io.RawIOBase):
             if not self._store._closed and not self._st.deleted:
                 self.flush()
         finally:
-            self._closing = True  # io's close() calls flush() again: nothing left to do
-            super().close()
+            self._closing = True
+            try:
+                super().close()
+            finally:
+                self._closing = False
 
     # ------------------------------------------------------------------ byte-stream specific
     def head_offset(self) -> int:

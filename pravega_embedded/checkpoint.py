@@ -54,8 +54,9 @@ def write_checkpoint(store: Any) -> int:
     with store._ckpt_lock:
         with store._append_lock:
             written = store._journal.state()[0]
-            lengths = {uid: store._seg_by_uid[uid].length for uid in store._dirty_lengths
-                       if uid in store._seg_by_uid}
+            segs = store._seg_by_uid
+            lengths = {uid: seg.length for uid in store._dirty_lengths
+                       if (seg := segs.get(uid)) is not None}  # one lookup: uids may go meanwhile
             store._dirty_lengths = set()
             writers, store._dirty_writers = store._dirty_writers, {}
             with store._index_lock:

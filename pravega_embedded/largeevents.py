@@ -24,7 +24,7 @@ Thread-safety: ``write_large`` is called by one writer thread (under the writer'
 from __future__ import annotations
 
 import struct
-from typing import Any
+from typing import Any, Callable
 
 from ._native import ffi
 from .errors import CorruptDataError
@@ -56,9 +56,10 @@ class LargeFrame:
 
 
 def write_large(store: Any, st: Any, writer_id: str, seq: int, kb: bytes | None, event: Any,
-                spread: int) -> int:
+                spread: int, on_append: Callable[[int], None] | None = None) -> int:
     """Append one large event for the writer ``writer_id`` (sequence ``seq``); returns the
-    MERGE record's end position once it is written (durable after a journal sync to it)."""
+    MERGE record's end position once it is written (durable after a journal sync to it).
+    ``on_append(end)`` runs as soon as the MERGE is in the journal (staging.merge)."""
     view = memoryview(event).cast("B")
     head = _FRAME_HEAD.pack(len(view), _NO_KEY if kb is None else len(kb)) + (kb or b"")
     first = CHUNK - len(head)
@@ -78,7 +79,7 @@ def write_large(store: Any, st: Any, writer_id: str, seq: int, kb: bytes | None,
 
         while True:
             with store._ckpt_lock:
-                end = merge(store, st, plan, writer_id=writer_id, last_seq=seq)
+                end = merge(store, st, plan, writer_id=writer_id, last_seq=seq, on_append=on_append)
             if end >= 0:
                 return end
 

@@ -157,8 +157,22 @@ class SegmentSource:
         if len(data) >= 6:
             pl, kl = _FRAME_HEAD.unpack_from(data, 0)
             if 6 + (0 if kl == 0xFFFF else kl) + pl > len(data):
-                return read_large(self, offset, limit, data)
+                try:
+                    return read_large(self, offset, limit, data)
+                except OSError as exc:  # CorruptDataError and StorageError are OSErrors too
+                    self._truncated(offset)
+                    if isinstance(exc, (CorruptDataError, StorageError)):
+                        raise
+                    raise StorageError(f"read of segment {self.seg.name} at {offset}: {exc}") from exc
         return data, stop
+
+    def _truncated(self, offset: int) -> None:
+        """Raise TruncatedDataError if ``offset`` is before the head now (a failed read raced
+        with a truncation whose reclaim deleted the journal file)."""
+        seg = self.seg
+        head = seg.stream.head.get(seg.segment_id, 0)
+        if offset < head:
+            raise TruncatedDataError(f"offset {offset} of segment {seg.name} was truncated (head {head})") from None
 
     def read_raw(self, offset: int, limit: int, *, copy: bool = True) -> tuple[Any, int]:
         """The bytes from ``offset`` to the end of its section or ``limit``: (bytes, end)."""
@@ -170,12 +184,7 @@ class SegmentSource:
                 return (bytes(view) if copy else view.toreadonly()), stop
             return self.store._journal.pread(pos + (offset - start), stop - offset), stop
         except (CorruptDataError, StorageError):
-            seg = self.seg
-            head = seg.stream.head.get(seg.segment_id, 0)
-            if offset < head:  # truncated (and its journal file deleted) meanwhile
-                raise TruncatedDataError(
-                    f"offset {offset} of segment {seg.name} was truncated (head {head})"
-                ) from None
+            self._truncated(offset)  # truncated (and its journal file deleted) meanwhile
             raise
 
     def check_boundary(self, offset: int, what: str) -> None:

@@ -88,24 +88,27 @@ def apply_parts(store: Any, parts: Parts, visible_at: int | None) -> list[tuple[
     caller, or replay); returns the new index entries."""
     added = []
     for seg, refs in parts:
+        length = seg.length
         for pos, nbytes, nev in refs:
-            e = seg.add_section(seg.length, nbytes, pos, None, visible_at, nev)
+            e = seg.add_section(length, nbytes, pos, None, visible_at, nev)
             store._idx_pending.append((seg, e, nev))
             added.append((seg, e, nev))
-            seg.length += nbytes
+            length += nbytes
             seg.events_in += nev
             seg.bytes_in += nbytes
+        seg.length = length  # one store: a lock-free reader never sees half a part
         store._dirty_lengths.add(seg.uid)
     return added
 
 
 def merge(store: Any, st: Any, plan: Callable[[], Parts | None], *, txn_id: uuid.UUID | None = None,
           writer_id: str = "", last_seq: int = NO_SEQUENCE,
-          on_append: Callable[[], None] | None = None) -> int:
+          on_append: Callable[[int], None] | None = None) -> int:
     """Write one MERGE record appending the parts ``plan()`` returns (called under the append
     lock; None means "a segment was sealed meanwhile, plan again outside the lock" and makes
-    this return -1) and apply it; returns the record's end position. ``on_append`` runs under
-    the append lock right after the record is appended. The caller holds ``store._ckpt_lock``
+    this return -1) and apply it; returns the record's end position. ``on_append(end)`` runs
+    under the append lock as soon as the record is appended (before it is applied), so a
+    caller learns that its record exists even if something after it raises. The caller holds ``store._ckpt_lock``
     (for the files table) and makes the record durable before relying on it (invariant 1)."""
     wid = writer_id.encode("utf-8", "surrogateescape")
     with store._append_lock:
@@ -122,10 +125,10 @@ def merge(store: Any, st: Any, plan: Callable[[], Parts | None], *, txn_id: uuid
         payload = build_merge(time.time_ns(), last_seq, txn_id, wid,
                               [(seg.uid, seg.length, refs) for seg, refs in parts])
         _, end = store._journal.append_record(lib.PE_RECORD_MERGE, payload, f"commit to {st.key}")
+        if on_append is not None:  # first: from here on the MERGE is in the journal
+            on_append(end)
         with store._index_lock:
             added = apply_parts(store, parts, end)
-        if on_append is not None:
-            on_append()
         if writer_id and last_seq != NO_SEQUENCE:
             wk = (st.key, writer_id)
             store._writer_seqs[wk] = last_seq

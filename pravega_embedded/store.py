@@ -179,10 +179,12 @@ class Store:
             self.torn_bytes_cut = self._journal.torn_bytes_cut
             self._journal.open(base, end)
             self._load_file_ends()
+            # replayed commits are recorded in LMDB before the checkpoint moves applied_pos past
+            # their MERGE records (transactions invariant 3)
+            self._txns = Transactions(self, self._staged, self._committed_at_replay)
             self.checkpoint()
             self._retention = Retention(self)
             self._watermarks = Watermarks(self)
-            self._txns = Transactions(self, self._staged, self._committed_at_replay)
         except BaseException:
             try:
                 self._journal.close()
@@ -209,9 +211,11 @@ class Store:
             st.kind = rec.get("kind", "events")
             self._streams[key] = st
         self._staged: dict[int, Segment] = {}
+        stale = []
         for uid, rec, length in sorted(self._meta.segments(), key=lambda x: x[1]["id"]):
             st = self._streams.get(rec["stream"])
-            if st is None:
+            if st is None:  # a crash between deleting a stream and its transactions' staging
+                stale.append(uid)
                 continue
             seg = Segment(uid, rec["id"], rec["low"], rec["high"], length, rec["sealed"], st,
                           preds=tuple(rec.get("preds", ())), sealed_epoch=rec.get("sealed_epoch"),
@@ -221,6 +225,9 @@ class Store:
             else:
                 st.add_segment(seg)
             self._seg_by_uid[uid] = seg
+        if stale:
+            with self._meta.write() as txn:
+                self._meta.delete_segments(txn, stale)
         for st in self._streams.values():
             if not st.next_number:
                 st.next_number = max((sid & 0xFFFFFFFF for sid in st.segments), default=-1) + 1

@@ -188,8 +188,8 @@ class Transactions:
                 self.store._meta.put_txn(w, state.id.hex, state.record())
             for seg in segs:
                 self.store._seg_by_uid[seg.uid] = seg
-        with self._lock:
-            self._txns[state.id] = state
+            with self._lock:  # under the store lock: a concurrent delete_stream sees it
+                self._txns[state.id] = state
         return state
 
     def _new_staging(self, w: Any, state: _TxnState, parents: list[Segment]) -> list[Segment]:
@@ -224,13 +224,18 @@ class Transactions:
             self.store._meta.put_txn(w, state.id.hex, state.record())
 
     def _finish(self, w: Any, state: _TxnState, now: int) -> None:
-        """Record an ended transaction and drop its staging segments (one LMDB transaction)."""
+        """Record an ended transaction and drop its staging segments (in the LMDB write ``w``;
+        memory follows once it is committed, which the caller's ``with`` does last)."""
         state.ended_ns = now
-        self.store._meta.delete_segments(w, [seg.uid for seg in state.staged.values()])
-        for seg in state.staged.values():
+        staged, state.staged = state.staged, {}
+        try:
+            self.store._meta.delete_segments(w, [seg.uid for seg in staged.values()])
+            self.store._meta.put_txn(w, state.id.hex, state.record())
+        except BaseException:
+            state.staged, state.ended_ns = staged, 0
+            raise
+        for seg in staged.values():
             self.store._seg_by_uid.pop(seg.uid, None)
-        state.staged = {}
-        self.store._meta.put_txn(w, state.id.hex, state.record())
 
     # ------------------------------------------------------------------ writing
     def write(self, state: _TxnState, key: str | None, events: list[bytes]) -> None:
@@ -243,12 +248,13 @@ class Transactions:
             if key is not None and (type(key) is not str or key not in state.keys):
                 state.keys[key] = encode_key(key)  # validated once per key (TypeError-safe)
             n = len(events)
+            frame = 6 if key is None else 6 + len(state.keys[key])  # framed size counts
             if n == 1:
                 state.pending.append((key, events[0]))
-                state.pending_bytes += len(events[0])
+                state.pending_bytes += len(events[0]) + frame
             else:
                 state.pending.extend((key, ev) for ev in events)
-                state.pending_bytes += sum(map(len, events))
+                state.pending_bytes += sum(map(len, events)) + n * frame
             state.pending_n += n
             if state.pending_bytes >= _DRAIN_BYTES or state.pending_n >= _DRAIN_EVENTS:
                 self._drain(state)
@@ -314,6 +320,7 @@ class Transactions:
 
     # ------------------------------------------------------------------ ending
     def _check_open(self, state: _TxnState, what: str) -> None:
+        self.store._check_open()
         if state.status != TxnStatus.OPEN:
             raise TxnFailedError(f"cannot {what} transaction {state.id}: it is {state.status.value}")
         if time.time_ns() > state.deadline_ns:
@@ -321,7 +328,8 @@ class Transactions:
             raise TxnFailedError(f"cannot {what} transaction {state.id}: its lease expired, so it was aborted")
 
     def status(self, state: _TxnState) -> TxnStatus:
-        if state.status == TxnStatus.OPEN and time.time_ns() > state.deadline_ns:
+        if state.status == TxnStatus.OPEN and time.time_ns() > state.deadline_ns and \
+                not self.store._closed:
             with state.lock:
                 if state.status == TxnStatus.OPEN and time.time_ns() > state.deadline_ns:
                     self._abort(state)
@@ -352,12 +360,19 @@ class Transactions:
                           for sid, seg in sorted(state.staged.items())]
                 with pinned(store):
                     while True:
-                        with store._ckpt_lock:
-                            end = merge(store, st, lambda p=pieces: _plan(p), txn_id=state.id,
-                                        writer_id=state.writer_id,
-                                        on_append=lambda: self._finish_later(state))
+                        appended: list[int] = []
+
+                        def on_append(end: int, appended: list[int] = appended) -> None:
+                            appended.append(end)  # the MERGE exists: no way back to OPEN
+                            self._finish_later(state)
+
+                        try:
+                            with store._ckpt_lock:
+                                end = merge(store, st, lambda p=pieces: _plan(p), txn_id=state.id,
+                                            writer_id=state.writer_id, on_append=on_append)
+                        finally:
+                            merged = bool(appended)
                         if end >= 0:
-                            merged = True
                             # the MERGE durable, and with it every staged byte before it
                             store._journal.make_durable(end, f"commit of transaction {state.id}")
                             self._committed(state)
@@ -454,16 +469,21 @@ class Transactions:
 
     def abort(self, state: _TxnState) -> None:
         with state.lock:
+            self.store._check_open()
             if state.status != TxnStatus.OPEN:
                 raise TxnFailedError(f"cannot abort transaction {state.id}: it is {state.status.value}")
             self._abort(state)
 
     def _abort(self, state: _TxnState) -> None:
         state.status = TxnStatus.ABORTING
+        try:
+            with self.store._meta.write() as w:
+                state.status = TxnStatus.ABORTED
+                self._finish(w, state, time.time_ns())
+        except BaseException:
+            state.status = TxnStatus.OPEN  # nothing was recorded: still open (it may expire)
+            raise
         state.pending, state.pending_bytes, state.pending_n = [], 0, 0
-        with self.store._meta.write() as w:
-            state.status = TxnStatus.ABORTED
-            self._finish(w, state, time.time_ns())
 
     # ------------------------------------------------------------------ maintenance
     def tick(self) -> None:
@@ -583,12 +603,13 @@ class Transaction:
         evs = [self._event(e) for e in events]
         part: list[bytes] = []
         size = 0
-        for ev in evs:  # at most ~32 MiB per hand-over, so each staged record stays small
-            if part and size + len(ev) > _PART_BYTES:
+        frame = 6 + len(encode_key(routing_key) or b"")  # framing per event
+        for ev in evs:  # at most ~32 MiB framed per hand-over, so a staged record stays small
+            if part and (size + len(ev) + frame > _PART_BYTES or len(part) >= _DRAIN_EVENTS):
                 self._writer._txns.write(self._state, routing_key, part)
                 part, size = [], 0
             part.append(ev)
-            size += len(ev)
+            size += len(ev) + frame
         if part:
             self._writer._txns.write(self._state, routing_key, part)
 

@@ -284,10 +284,13 @@ class EventStreamWriter:
             if self._stream.sealed:
                 raise StreamSealedError(f"stream {self.scope}/{self.stream} is sealed")
             self._rr += 1
-            end = write_large(self._store, self._stream, self.writer_id, seq, kb, event, self._rr)
-            self._seq = self._submitted = seq
-            with self._ack_lock:
-                self._inflight.append((end, seq))
+
+            def appended(end: int) -> None:  # the MERGE exists: the sequence is taken
+                self._seq = self._submitted = seq
+                with self._ack_lock:
+                    self._inflight.append((end, seq))
+
+            write_large(self._store, self._stream, self.writer_id, seq, kb, event, self._rr, appended)
             if self._auto_time:
                 self._store._watermarks.note(self._stream, self.writer_id, time.time_ns() // 1_000_000)
         return seq

@@ -52,3 +52,19 @@ def test_stream_info_says_the_kind():
         store.create_stream("a", "c")
         assert store.stream_info("a", "b").kind == "bytes"
         assert store.stream_info("a", "c").kind == "events"
+
+
+def test_io_on_a_closed_byte_stream_raises_value_error_like_a_file():
+    import pytest
+
+    with pe.open_temporary() as store:
+        store.create_scope("a")
+        bs = store.create_byte_stream("a", "b")
+        bs.write(b"x")
+        bs.close()
+        bs.close()  # idempotent
+        for call in (bs.flush, lambda: bs.write(b"y"), lambda: bs.read(1), bs.tell):
+            with pytest.raises(ValueError):
+                call()
+        with store.create_byte_stream("a", "b") as again:
+            assert again.read() == b"x"

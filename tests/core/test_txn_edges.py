@@ -140,3 +140,98 @@ def test_closing_the_store_keeps_a_transactions_unflushed_events(tmp_path):
         assert list(store.read_slice("s", "t")) == []
         txn.commit()
         assert sorted(e.event for e in store.read_slice("s", "t")) == sorted(b"e%d" % i for i in range(10))
+
+
+_COMMIT_THEN_DIE = r"""
+import os, sys
+import pravega_embedded as pe
+s = pe.open(sys.argv[1], checkpoint_interval=3600)
+s.create_scope("s"); s.create_stream("s", "t")
+txn = s.create_transactional_writer("s", "t").begin_txn()
+txn.write_event(b"e1", routing_key="k"); txn.write_event(b"e2", routing_key="k")
+txn.commit()
+print(txn.txn_id.hex, flush=True)
+os._exit(0)  # no close: the commit's LMDB side never reached a checkpoint
+"""
+
+
+def test_an_open_that_fails_while_finishing_replayed_commits_loses_no_commit(tmp_path, monkeypatch):
+    """Replay meets the MERGE of a commit whose LMDB record still says OPEN. If the open fails
+    before the store has recorded the commit, the next open must still see the MERGE (the
+    checkpoint must not have moved past it): the transaction is COMMITTED and cannot be
+    committed a second time."""
+    import subprocess
+    import sys
+    import uuid
+
+    import pravega_embedded.store as store_mod
+
+    out = subprocess.run([sys.executable, "-c", _COMMIT_THEN_DIE, str(tmp_path)], check=True,
+                         capture_output=True, text=True).stdout
+    tid = uuid.UUID(out.strip())
+
+    class Dies(store_mod.Transactions):
+        def __init__(self, *args, **kwargs):
+            raise OSError("simulated crash while finishing replayed commits")
+
+    monkeypatch.setattr(store_mod, "Transactions", Dies)
+    with pytest.raises(OSError, match="simulated"):
+        pe.open(tmp_path)
+    monkeypatch.undo()
+    with pe.open(tmp_path) as store:
+        txn = store.create_transactional_writer("s", "t").get_txn(tid)
+        assert txn.status() is pe.TxnStatus.COMMITTED
+        with pytest.raises(pe.errors.TxnFailedError):
+            txn.commit()
+        assert [e.event for e in store.read_slice("s", "t")] == [b"e1", b"e2"]
+
+
+def test_a_commit_interrupted_after_its_merge_is_never_applied_twice(tmp_path, monkeypatch):
+    with pe.open(tmp_path, durability="none") as store:
+        store.create_scope("s")
+        store.create_stream("s", "t")
+        txn = store.create_transactional_writer("s", "t").begin_txn()
+        txn.write_event(b"once", routing_key="k")
+        real = store._file_rows
+        calls = []
+
+        def fails_once(idx):
+            if not calls:
+                calls.append(1)
+                raise RuntimeError("interrupted after the MERGE was appended")
+            return real(idx)
+
+        monkeypatch.setattr(store, "_file_rows", fails_once)
+        with pytest.raises(RuntimeError):
+            txn.commit()
+        monkeypatch.undo()
+        assert txn.status() is not pe.TxnStatus.OPEN
+        with pytest.raises(pe.errors.TxnFailedError):
+            txn.commit()
+        assert [e.event for e in store.read_slice("s", "t")] == [b"once"]
+
+
+def test_write_events_of_many_small_events_with_a_long_key_commits():
+    with pe.open_temporary() as store:
+        store.create_scope("s")
+        store.create_stream("s", "t")
+        txn = store.create_transactional_writer("s", "t").begin_txn()
+        txn.write_events([b""] * 40_000, routing_key="k" * 4096)  # ~164 MB of framing
+        txn.write_event(b"last", routing_key="k" * 4096)
+        txn.commit()
+        evs = [e.event for e in store.read_slice("s", "t")]
+        assert len(evs) == 40_001 and evs[-1] == b"last"
+
+
+def test_transaction_calls_after_the_store_closed_raise_store_closed(tmp_path):
+    store = pe.open(tmp_path, durability="none")
+    store.create_scope("s")
+    store.create_stream("s", "t")
+    txns = [store.create_transactional_writer("s", "t").begin_txn() for _ in range(5)]
+    store.close()
+    calls = [lambda t: t.commit(), lambda t: t.abort(), lambda t: t.ping(), lambda t: t.flush(),
+             lambda t: t.write_event(b"x")]
+    for txn, call in zip(txns, calls, strict=True):
+        with pytest.raises(pe.errors.StoreClosedError):
+            call(txn)
+        assert txn.status() is pe.TxnStatus.OPEN
