@@ -235,3 +235,52 @@ def test_transaction_calls_after_the_store_closed_raise_store_closed(tmp_path):
         with pytest.raises(pe.errors.StoreClosedError):
             call(txn)
         assert txn.status() is pe.TxnStatus.OPEN
+
+
+def test_a_reader_never_sees_half_of_a_merged_large_event(monkeypatch):
+    """A MERGE adds a large event's sections one by one; a reader that looks at the segment's
+    length meanwhile (no lock) must see it before or after the whole event, never a length
+    that cuts the event (widened here by a pause after each continuation section)."""
+    import os
+    import threading
+    import time
+
+    from pravega_embedded import segment
+
+    real = segment.Segment.add_section
+
+    def slow(self, start, nbytes, pos, data, visible_at=None, n_events=1):
+        e = real(self, start, nbytes, pos, data, visible_at, n_events)
+        if visible_at is not None and n_events == 0:
+            time.sleep(0.005)  # the reader thread runs while the merge is half applied
+        return e
+
+    monkeypatch.setattr(segment.Segment, "add_section", slow)
+    big = os.urandom(20 << 20)
+    errors, got = [], []
+    with pe.open_temporary(durability="none") as store:
+        store.create_scope("a")
+        store.create_stream("a", "b")
+        stop = threading.Event()
+
+        def read() -> None:
+            r = store.create_reader("a", "b")
+            while not stop.is_set() or len(got) < 3:
+                try:
+                    ev = r.read_next_event(0.01)
+                except Exception as exc:  # noqa: BLE001
+                    errors.append(exc)
+                    return
+                if ev is not None:
+                    got.append(len(ev.event))
+
+        t = threading.Thread(target=read)
+        t.start()
+        w = store.create_writer("a", "b", "w")
+        for _ in range(3):
+            w.write_event(big, routing_key="k")
+        w.flush()
+        stop.set()
+        t.join(30)
+    assert not errors, errors
+    assert got == [len(big)] * 3
