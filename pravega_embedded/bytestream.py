@@ -11,8 +11,9 @@ Invariants:
      write the position is the end of the bytes written. Every write is atomic and contiguous,
      whatever its size (over 4 MiB it is staged and merged in one record, ``staging``), also
      with other writers of the same stream.
-  3. A read returns only durable bytes. It waits for bytes already written (read your writes)
-     but never for bytes not yet written: at the tail it returns b"" (end of file, for now).
+  3. A read returns only durable bytes. It waits for bytes already written (read your writes),
+     so it returns min(size, bytes written before it - position), but never waits for bytes not
+     yet written: at the tail it returns b"" (end of file, for now).
 
 Thread-safety: one ByteStream object is used by one thread at a time; several objects (also in
 several threads) may read and write one byte stream at once.
@@ -100,7 +101,7 @@ class ByteStream(io.RawIOBase):
             )
         journal = self._store._journal
         visible = src.visible_length(journal.synced())
-        if pos >= visible and pos < seg.length:  # written but not yet durable: wait (inv. 3)
+        if visible < min(seg.length, pos + len(out)):  # written, not yet durable: wait (inv. 3)
             journal.sync(journal.state()[0], None, what=f"read of byte stream {self._st.key}")
             visible = src.visible_length(journal.synced())
         stop = min(visible, pos + len(out))
