@@ -57,7 +57,6 @@ import shutil
 import sqlite3
 import statistics
 import struct
-import subprocess
 import sys
 import tempfile
 import time
@@ -66,6 +65,8 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 import pravega_embedded as pe
+
+import harness  # bench/harness.py: shared by the runners
 
 MiB = 1 << 20
 SCOPE, STREAM, KEY = "b", "big", "cam-0"
@@ -345,42 +346,10 @@ CAN_DROP = False
 
 def settle() -> None:
     global CAN_DROP
-    os.sync()
-    if DROP_CACHES:
-        try:
-            Path("/proc/sys/vm/drop_caches").write_text("1\n")
-            CAN_DROP = True
-        except OSError:
-            pass
+    CAN_DROP = harness.settle(DROP_CACHES) or CAN_DROP
 
 
-def warm_up(work: Path, mib: int) -> None:
-    """Write and delete `mib` MiB once (first touch of guest memory for the page cache is slow
-    on this VM and would otherwise fall on whichever side runs first)."""
-    path = work / "warm-up"
-    with open(path, "wb") as f:
-        f.writelines(BLOCK[:MiB] for _ in range(mib))
-        f.flush()
-        os.fdatasync(f.fileno())
-    path.unlink()
-
-
-def library_version() -> str:
-    try:
-        head = subprocess.run(["git", "-C", str(ROOT), "rev-parse", "--short", "HEAD"], capture_output=True,
-                              text=True, check=True).stdout.strip()
-        dirty = subprocess.run(["git", "-C", str(ROOT), "status", "--porcelain", "--", "pravega_embedded", "csrc"],
-                               capture_output=True, text=True, check=True).stdout.strip()
-        return f"commit {head}" + (" + uncommitted changes in pravega_embedded/ or csrc/" if dirty else "")
-    except (OSError, subprocess.CalledProcessError):
-        return "unknown (not a git checkout)"
-
-
-def loadavg() -> str:
-    try:
-        return " ".join(Path("/proc/loadavg").read_text().split()[:3])
-    except OSError:
-        return "n/a"
+warm_up, library_version, loadavg = harness.warm_up, harness.library_version, harness.loadavg
 
 
 WRITERS = {"raw": (raw_write, "raw.bin"), "ours": (ours_write, "store"), "sqlite": (sqlite_write, "sqlite.db")}

@@ -62,7 +62,6 @@ import shutil
 import sqlite3
 import statistics
 import struct
-import subprocess
 import sys
 import tempfile
 import time
@@ -79,6 +78,8 @@ except ImportError:  # pragma: no cover - numpy comes with pandas (the "test" ex
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 import pravega_embedded as pe
+
+import harness  # bench/harness.py: shared by the runners
 from pravega_embedded.routing import key_point
 
 SCOPE = "b"
@@ -322,43 +323,10 @@ DROP_CACHES = True
 
 
 def settle() -> None:
-    os.sync()
-    if DROP_CACHES:
-        try:
-            Path("/proc/sys/vm/drop_caches").write_text("1\n")
-        except OSError:
-            pass
+    harness.settle(DROP_CACHES)
 
 
-def warm_up(work: Path, mib: int) -> None:
-    """Write and delete `mib` MiB once (first touch of guest memory for the page cache is slow
-    on this VM and would otherwise fall on whichever side runs first)."""
-    block = os.urandom(1 << 20)
-    path = work / "warm-up"
-    with open(path, "wb") as f:
-        f.writelines(block for _ in range(mib))
-        f.flush()
-        os.fdatasync(f.fileno())
-    path.unlink()
-
-
-def library_version() -> str:
-    """The commit of the library measured, and whether pravega_embedded/ differs from it."""
-    try:
-        head = subprocess.run(["git", "-C", str(ROOT), "rev-parse", "--short", "HEAD"], capture_output=True,
-                              text=True, check=True).stdout.strip()
-        dirty = subprocess.run(["git", "-C", str(ROOT), "status", "--porcelain", "--", "pravega_embedded", "csrc"],
-                               capture_output=True, text=True, check=True).stdout.strip()
-        return f"commit {head}" + (" + uncommitted changes in pravega_embedded/ or csrc/" if dirty else "")
-    except (OSError, subprocess.CalledProcessError):
-        return "unknown (not a git checkout)"
-
-
-def loadavg() -> str:
-    try:
-        return " ".join(Path("/proc/loadavg").read_text().split()[:3])
-    except OSError:
-        return "n/a"
+warm_up, library_version, loadavg = harness.warm_up, harness.library_version, harness.loadavg
 
 
 # side name -> (kind, sync points, segments); sync points: B events per durable wait, None = end
