@@ -8,6 +8,11 @@
  * The running value is kept inverted: pe_crc32c(data, len, seed) starts from ~seed and returns
  * the final value inverted again, so a result can be passed back as `seed` to continue a
  * checksum over more data (crc(a || b) == crc(b, seed = crc(a))).
+ *
+ * pe_crc32c_combine gives crc(a || b) from crc(a), crc(b) and len(b) without reading the data
+ * (zlib's method: multiply crc(a) by x^(8 len(b)) modulo the polynomial), so a record's CRC can
+ * be finished from its payload's CRC under a lock in O(log len). pe_crc32c_copy copies and
+ * checksums in one pass (internal.h).
  */
 
 #include <stddef.h>
@@ -122,4 +127,98 @@ int pe_crc32c(const void *data, size_t len, uint32_t seed, uint32_t *out_crc)
         crc = crc32c_sw(crc, p, len);
     *out_crc = ~crc;
     return PE_OK;
+}
+
+/* ------------------------------------------------------------------ combine */
+
+/* a(x) * b(x) modulo p(x), polynomials reflected (bit 31 = x^0). */
+static uint32_t multmodp(uint32_t a, uint32_t b)
+{
+    uint32_t m = (uint32_t)1 << 31, p = 0;
+    while (m != 0) {
+        if (a & m) {
+            p ^= b;
+            if ((a & (m - 1)) == 0)
+                break;
+        }
+        m >>= 1;
+        b = (b & 1) ? (b >> 1) ^ CRC32C_POLY : b >> 1;
+    }
+    return p;
+}
+
+static uint32_t x2n_table[32];
+static pthread_once_t x2n_once = PTHREAD_ONCE_INIT;
+
+static void x2n_init(void)
+{
+    uint32_t p = (uint32_t)1 << 30; /* x^1 */
+    x2n_table[0] = p;
+    for (int n = 1; n < 32; n++)
+        x2n_table[n] = p = multmodp(p, p);
+}
+
+/* x^(n * 2^k) modulo p(x). */
+static uint32_t x2nmodp(uint64_t n, unsigned k)
+{
+    uint32_t p = (uint32_t)1 << 31; /* x^0 */
+    while (n) {
+        if (n & 1)
+            p = multmodp(x2n_table[k & 31], p);
+        n >>= 1;
+        k++;
+    }
+    return p;
+}
+
+int pe_crc32c_combine(uint32_t crc1, uint32_t crc2, uint64_t len2, uint32_t *out_crc)
+{
+    if (out_crc == NULL)
+        return PE_ERR_INVAL;
+    pthread_once(&x2n_once, x2n_init);
+    *out_crc = multmodp(x2nmodp(len2, 3), crc1) ^ crc2;
+    return PE_OK;
+}
+
+/* ------------------------------------------------------------------ copy + checksum */
+
+#if defined(__x86_64__)
+__attribute__((target("sse4.2"))) static uint32_t copy_hw(uint32_t crc, unsigned char *d,
+                                                          const unsigned char *p, size_t len)
+{
+    uint64_t c = crc;
+    while (len >= 32) {
+        uint64_t v0, v1, v2, v3;
+        memcpy(&v0, p, 8);
+        memcpy(&v1, p + 8, 8);
+        memcpy(&v2, p + 16, 8);
+        memcpy(&v3, p + 24, 8);
+        memcpy(d, p, 32);
+        c = _mm_crc32_u64(c, v0);
+        c = _mm_crc32_u64(c, v1);
+        c = _mm_crc32_u64(c, v2);
+        c = _mm_crc32_u64(c, v3);
+        p += 32;
+        d += 32;
+        len -= 32;
+    }
+    crc = (uint32_t)c;
+    while (len > 0) {
+        *d++ = *p;
+        crc = _mm_crc32_u8(crc, *p++);
+        len--;
+    }
+    return crc;
+}
+#endif
+
+uint32_t pe_crc32c_copy(void *dst, const void *src, size_t len, uint32_t seed)
+{
+    pthread_once(&crc_once, crc_init);
+#if defined(__x86_64__)
+    if (crc_have_hw)
+        return ~copy_hw(~seed, (unsigned char *)dst, (const unsigned char *)src, len);
+#endif
+    memcpy(dst, src, len);
+    return ~crc32c_sw(~seed, (const unsigned char *)dst, len);
 }

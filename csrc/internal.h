@@ -10,6 +10,8 @@
 
 #define PE_RECORD_MAGIC 0x4550u
 #define PE_MAX_RECORD_TYPE 15u
+/* Record header flag bit 0: bytes 20..23 hold the durable lag (journal.c, "RECORD HEADER"). */
+#define PE_FLAG_DURABLE 1u
 static const char pe_file_magic[8] = {'P', 'E', 'J', 'O', 'U', 'R', 'N', 'L'};
 
 static inline uint16_t ld16(const char *p)
@@ -56,5 +58,25 @@ static inline uint32_t crc(const char *p, size_t len)
     pe_crc32c(p, len, 0, &c);
     return c;
 }
+
+/* crc32c continuing from `seed` (0 to start), as pe_crc32c. */
+static inline uint32_t crc_more(uint32_t seed, const char *p, size_t len)
+{
+    uint32_t c = 0;
+    pe_crc32c(p, len, seed, &c);
+    return c;
+}
+
+/* crc(a || b) from crc(a), crc(b), len(b). */
+static inline uint32_t crc_cat(uint32_t crc_a, uint32_t crc_b, uint64_t len_b)
+{
+    uint32_t c = 0;
+    pe_crc32c_combine(crc_a, crc_b, len_b, &c);
+    return c;
+}
+
+/* Copies len bytes from src to dst and returns the CRC32C of them continued from seed, in one
+ * pass over the data (crc32c.c). */
+uint32_t pe_crc32c_copy(void *dst, const void *src, size_t len, uint32_t seed);
 
 #endif

@@ -1,4 +1,4 @@
-/* journal.c -- the write-ahead journal: file headers, records, scanning and appending.
+/* journal.c -- the write-ahead journal: file headers, records, appending, syncing, rolling.
  *
  * JOURNAL FILES
  *
@@ -9,8 +9,8 @@
  *
  * so the file offset of global position p is p - base. Each file starts with a 32-byte header,
  * so its first record is at base + 32. When a file would grow past the roll size the journal
- * continues in a new file whose base is the end position of the previous one (positions are
- * continuous across files).
+ * ends it with a ROLL record and continues in a new file whose base is the ROLL record's end
+ * (positions are continuous across files).
  *
  * All multi-byte integers are little-endian.
  *
@@ -18,7 +18,7 @@
  *
  *   Offset  Size  Description
  *        0     8  Magic "PEJOURNL"
- *        8     4  Format version (1)
+ *        8     4  Format version (2; files of version 1 are still read, see below)
  *       12     4  Header size (32)
  *       16     8  Base: global journal position of the file's first byte
  *       24     4  Reserved (0)
@@ -31,12 +31,15 @@
  *                 bytes 4..23 followed by the whole payload
  *        4     4  payload_len (at most PE_MAX_RECORD_PAYLOAD)
  *        8     8  Global position of this record (guards against stale data being read as valid)
- *       16     1  Type: 1 = EVENTS, 2 = BYTES, 3 = MERGE (their payloads are built and parsed in
- *                 Python: pravega_embedded/records.py, docs/format.md); 4..15 reserved for later
- *                 record types; 0 and 16..255 invalid
- *       17     1  Flags (0)
+ *       16     1  Type: 1 = EVENTS, 2 = BYTES, 3 = MERGE (their payloads are parsed in Python:
+ *                 pravega_embedded/records.py, docs/format.md), 4 = ROLL (no payload: the file
+ *                 ends here, the journal goes on in the file whose base is this record's end);
+ *                 5..15 reserved for later record types; 0 and 16..255 invalid
+ *       17     1  Flags: bit 0 (PE_FLAG_DURABLE) = bytes 20..23 hold the durable lag; others 0
  *       18     2  Magic 0x4550 (the bytes 'P','E')
- *       20     4  Reserved (0)
+ *       20     4  Durable lag L (flag bit 0 set): when this record was appended, every journal
+ *                 byte before position (this record's position - L) was durable (fdatasynced).
+ *                 Flag clear (durability NONE, a lag over 2^32 - 1, or a format-1 file): 0.
  *
  * EVENTS payload (type 1):
  *
@@ -49,32 +52,49 @@
  *       30     w  writer id bytes (w = writer_id_len)
  *     30+w     .  n_sections sections, back to back
  *
- * Section (24 bytes + frames): the events of one segment
+ * Section (32-byte header + data): the events of one segment. The same header precedes the data
+ * of a BYTES record, so any section read back from disk is checked against it alone.
  *
  *   Offset  Size  Description
  *        0     8  segment_uid
- *        8     8  segment_offset: segment offset of the section's first frame
- *       16     4  n_events
- *       20     4  n_bytes: length of the frames that follow
- *       24     .  n_events event frames (n_bytes bytes), layout in frames.c
+ *        8     8  segment_offset: segment offset of the section's first byte
+ *       16     4  n_events (events starting in the section)
+ *       20     4  n_bytes: length of the data that follows
+ *       24     4  CRC32C of the n_bytes of data
+ *       28     4  Reserved (0)
+ *       32     .  n_bytes of data: event frames (layout in frames.c), or a BYTES record's bytes
  *
- * SCANNING AND RECOVERY
+ * BYTES payload (type 2): one section (header + data); the data starts PE_BYTES_DATA_OFFSET (56)
+ * bytes after the record's position.
+ *
+ * Format 1 (files written before): sections have a 24-byte header (no CRC, no reserved field),
+ * the BYTES payload header is 24 bytes, records never carry a durable lag, files end without a
+ * ROLL record. Nothing is appended to a format-1 file: the journal starts a new file at its end.
+ *
+ * SCANNING AND RECOVERY (records.c, pravega_embedded/journal.py)
  *
  * A record is valid when its magic, position field, type (1..15), length (<=
  * PE_MAX_RECORD_PAYLOAD and inside the data) and CRC check. pe_scan walks valid records from a
- * record boundary; at the first invalid one it searches every later byte offset for a valid
- * record: none found -> a torn tail (a crash cut the last write); one found -> corruption.
+ * record boundary; at the first invalid one it searches every later byte offset for valid
+ * records. Damage is corruption only if it lies before a position known to have been durable:
+ * the metadata's applied position, or the highest durable mark (position - lag) of any valid
+ * record. Damage beyond that is a torn tail: writes that were never synced reached the disk
+ * partly or out of order (a power cut), and nothing after it was acknowledged.
  *
  * CONCURRENCY (pe_journal)
  *
  * One mutex (mu) serialises appends and guards every field of the journal. Records are built
- * and checksummed outside the mutex except for the position field and the CRC, which depend on
- * the position and are filled in under it. In FSYNC mode a sync thread does group commit: it
- * takes target = written and a reference to the current file under mu, fdatasyncs without mu,
- * then publishes synced = target. A file is closed only when it is retired (after a roll) and
- * no sync is using it (reference count), so the sync thread never fdatasyncs a closed or reused
- * descriptor. A roll (rare) runs under mu: fdatasync of the old file, creation of the new file
- * with its header, fdatasync of it and fsync of the directory.
+ * and the CRC of their payload computed outside the mutex; the position and durable lag depend
+ * on the append order and are filled in under it, and the record CRC is finished there from the
+ * payload's CRC by pe_crc32c_combine (O(log n), no pass over the data). In FSYNC mode a sync
+ * thread does group commit: it takes target = written and a reference to the current file under
+ * mu, fdatasyncs without mu, then publishes synced = target. In OS mode pe_journal_make_durable
+ * does the same in the calling thread, one call at a time. A file is closed only when it is
+ * retired (after a roll) and no sync is using it (reference count), so no fdatasync ever hits a
+ * closed or reused descriptor. A roll (rare) runs under mu: creation of the new file with its
+ * header, fdatasync of it and fsync of the directory, then the ROLL record at the end of the old
+ * file and fdatasync of it. A crash before the ROLL record is durable leaves a new file that
+ * holds no record, which recovery removes.
  */
 
 #include <errno.h>
@@ -87,6 +107,7 @@
 #include <string.h>
 #include <sys/stat.h>
 #include <sys/types.h>
+#include <sys/uio.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -96,6 +117,7 @@
  * thread lets gather when no flush is waiting. */
 #define PE_SYNC_DELAY_NS 500000L
 #define PE_SYNC_BATCH_BYTES (4u << 20)
+#define PE_MAX_IOV 1024 /* IOV_MAX on Linux: a longer list is written in several calls */
 
 /* ------------------------------------------------------------------ journal */
 
@@ -114,12 +136,13 @@ struct pe_journal {
     int durability;
     uint64_t roll_bytes;
     pe_file *cur;
-    uint64_t written;
-    uint64_t synced;
+    uint64_t written; /* end of the last appended record */
+    uint64_t synced;  /* end of what is known fdatasynced */
     int32_t failed_errno;
     int closing;
     int sync_idle;    /* the sync thread is waiting on work_cv */
     int sync_waiters; /* threads in pe_journal_sync waiting for synced to advance */
+    int syncing;      /* OS mode: a pe_journal_make_durable fdatasync is in flight */
     int have_thread;
     pthread_t thread;
     int32_t fault_countdown[3];
@@ -148,6 +171,34 @@ static int pwrite_all(int fd, const char *p, uint64_t len, uint64_t off)
         p += w;
         len -= (uint64_t)w;
         off += (uint64_t)w;
+    }
+    return 0;
+}
+
+/* Writes the iovecs (modified as it goes) at file offset off, retrying short writes. */
+static int pwritev_all(int fd, struct iovec *iov, int n, uint64_t off)
+{
+    while (n > 0) {
+        ssize_t w = pwritev(fd, iov, n > PE_MAX_IOV ? PE_MAX_IOV : n, (off_t)off);
+        if (w < 0) {
+            if (errno == EINTR)
+                continue;
+            return -1;
+        }
+        if (w == 0) {
+            errno = EIO;
+            return -1;
+        }
+        off += (uint64_t)w;
+        while (n > 0 && (size_t)w >= iov->iov_len) {
+            w -= (ssize_t)iov->iov_len;
+            iov++;
+            n--;
+        }
+        if (n > 0) {
+            iov->iov_base = (char *)iov->iov_base + w;
+            iov->iov_len -= (size_t)w;
+        }
     }
     return 0;
 }
@@ -190,6 +241,17 @@ static int sync_fd_locked(pe_journal *j, int fd)
     return fdatasync(fd);
 }
 
+/* fsync of the journal directory, with fault injection. mu held. */
+static int sync_dir_locked(pe_journal *j)
+{
+    int e = fault_hit(j, PE_FAULT_SYNC);
+    if (e) {
+        errno = e;
+        return -1;
+    }
+    return fsync(j->dir_fd);
+}
+
 static void file_release(pe_file *f)
 {
     if (f->retired && f->refs == 0) {
@@ -220,15 +282,8 @@ static int create_file(pe_journal *j, uint64_t base, int do_sync, pe_file **out,
     int rc = pwrite_all(fd, hdr, sizeof hdr, 0);
     if (rc == 0 && do_sync) {
         rc = sync_fd_locked(j, fd);
-        if (rc == 0) {
-            int e = fault_hit(j, PE_FAULT_SYNC);
-            if (e) {
-                errno = e;
-                rc = -1;
-            } else {
-                rc = fsync(j->dir_fd);
-            }
-        }
+        if (rc == 0)
+            rc = sync_dir_locked(j);
         if (rc != 0)
             *sync_failed = 1;
     }
@@ -254,26 +309,47 @@ static void set_failed_locked(pe_journal *j, int e)
     pthread_cond_broadcast(&j->work_cv);
 }
 
-/* Rolls to a new file whose base is the current end. mu held. */
+static uint64_t acked_locked(const pe_journal *j)
+{
+    return j->durability == PE_DURABILITY_FSYNC ? j->synced : j->written;
+}
+
+static void record_header(char *rec, uint32_t type, uint64_t payload_len)
+{
+    memset(rec, 0, PE_RECORD_HEADER_SIZE);
+    st32(rec + 4, (uint32_t)payload_len);
+    rec[16] = (char)type;
+    rec[17] = 0;
+    st16(rec + 18, PE_RECORD_MAGIC);
+}
+
+/* Fills in the position, the durable lag and the CRC of the record header hdr[0..24) at `pos`,
+ * given body_crc = CRC32C of the payload (payload_len bytes). mu held. */
+static void seal_header_locked(const pe_journal *j, char *hdr, uint64_t pos, uint32_t body_crc)
+{
+    st64(hdr + 8, pos);
+    uint64_t lag = pos - j->synced;
+    if (j->durability != PE_DURABILITY_NONE && j->synced <= pos && lag <= UINT32_MAX) {
+        hdr[17] = (char)PE_FLAG_DURABLE;
+        st32(hdr + 20, (uint32_t)lag);
+    } else {
+        hdr[17] = 0;
+        st32(hdr + 20, 0);
+    }
+    st32(hdr, crc_cat(crc(hdr + 4, PE_RECORD_HEADER_SIZE - 4), body_crc, ld32(hdr + 4)));
+}
+
+/* Rolls to a new file: creates it (base = the end of the ROLL record about to be written),
+ * then writes the ROLL record at the end of the current file. mu held. */
 static int roll_locked(pe_journal *j)
 {
     pe_file *old = j->cur;
-    uint64_t end = j->written;
-    if (j->durability != PE_DURABILITY_NONE) {
-        if (sync_fd_locked(j, old->fd) != 0) {
-            int e = errno;
-            set_failed_locked(j, e);
-            errno = e;
-            return PE_ERR_IO;
-        }
-        if (end > j->synced) {
-            j->synced = end;
-            pthread_cond_broadcast(&j->synced_cv);
-        }
-    }
+    uint64_t at = j->written;
+    uint64_t nbase = at + PE_RECORD_HEADER_SIZE;
+    int do_sync = j->durability != PE_DURABILITY_NONE;
     pe_file *nf = NULL;
     int sync_failed = 0;
-    int rc = create_file(j, end, j->durability != PE_DURABILITY_NONE, &nf, &sync_failed);
+    int rc = create_file(j, nbase, do_sync, &nf, &sync_failed);
     if (rc != PE_OK) {
         int e = errno;
         if (sync_failed)
@@ -281,14 +357,39 @@ static int roll_locked(pe_journal *j)
         errno = e;
         return rc; /* otherwise stay on the old file; the next append retries the roll */
     }
+    char roll[PE_RECORD_HEADER_SIZE];
+    record_header(roll, PE_RECORD_ROLL, 0);
+    seal_header_locked(j, roll, at, 0);
+    int e = fault_hit(j, PE_FAULT_WRITE);
+    if (e == 0 && pwrite_all(old->fd, roll, sizeof roll, at - old->base) != 0)
+        e = errno;
+    if (e != 0) {
+        /* Undo: the new file goes, the old one keeps its end. */
+        char name[32];
+        file_name(nbase, name);
+        close(nf->fd);
+        free(nf);
+        if (unlinkat(j->dir_fd, name, 0) != 0 || (do_sync && sync_dir_locked(j) != 0) ||
+            ftruncate(old->fd, (off_t)(at - old->base)) != 0)
+            set_failed_locked(j, errno);
+        errno = e;
+        return PE_ERR_IO;
+    }
+    if (do_sync && sync_fd_locked(j, old->fd) != 0) {
+        e = errno;
+        set_failed_locked(j, e);
+        errno = e;
+        return PE_ERR_IO;
+    }
     old->retired = 1;
     file_release(old);
     j->cur = nf;
-    /* The new file's first record goes after its header. The header is durable already (FSYNC
-     * and OS: fdatasynced with the directory), and in NONE mode written counts as synced. */
-    j->written = end + PE_FILE_HEADER_SIZE;
-    j->synced = j->written;
-    pthread_cond_broadcast(&j->synced_cv);
+    j->written = nbase + PE_FILE_HEADER_SIZE;
+    if (do_sync) {
+        /* the old file is fdatasynced to its end, the new file's header too */
+        j->synced = j->written;
+        pthread_cond_broadcast(&j->synced_cv);
+    }
     return PE_OK;
 }
 
@@ -317,6 +418,36 @@ static void gather_locked(pe_journal *j)
     }
 }
 
+/* One fdatasync of the current file up to what is written now, without mu during the call;
+ * publishes synced on success, FAILED on failure. mu held; returns with mu held. */
+static int sync_once_locked(pe_journal *j)
+{
+    uint64_t target = j->written;
+    pe_file *f = j->cur;
+    f->refs++;
+    int e = fault_hit(j, PE_FAULT_SYNC);
+    pthread_mutex_unlock(&j->mu);
+    int rc;
+    if (e) {
+        rc = -1;
+    } else {
+        rc = fdatasync(f->fd);
+        e = rc != 0 ? errno : 0;
+    }
+    pthread_mutex_lock(&j->mu);
+    f->refs--;
+    file_release(f);
+    if (rc != 0) {
+        set_failed_locked(j, e);
+        errno = e;
+        return -1;
+    }
+    if (target > j->synced)
+        j->synced = target;
+    pthread_cond_broadcast(&j->synced_cv);
+    return 0;
+}
+
 static void *sync_main(void *arg)
 {
     pe_journal *j = arg;
@@ -332,28 +463,8 @@ static void *sync_main(void *arg)
         gather_locked(j);
         if (j->failed_errno != 0)
             break;
-        uint64_t target = j->written;
-        pe_file *f = j->cur;
-        f->refs++;
-        int e = fault_hit(j, PE_FAULT_SYNC);
-        pthread_mutex_unlock(&j->mu);
-        int rc;
-        if (e) {
-            rc = -1;
-        } else {
-            rc = fdatasync(f->fd);
-            e = rc != 0 ? errno : 0;
-        }
-        pthread_mutex_lock(&j->mu);
-        f->refs--;
-        file_release(f);
-        if (rc != 0) {
-            set_failed_locked(j, e);
+        if (sync_once_locked(j) != 0)
             break;
-        }
-        if (target > j->synced)
-            j->synced = target;
-        pthread_cond_broadcast(&j->synced_cv);
     }
     pthread_mutex_unlock(&j->mu);
     return NULL;
@@ -369,6 +480,52 @@ static void journal_free(pe_journal *j)
     pthread_cond_destroy(&j->synced_cv);
     pthread_mutex_destroy(&j->mu);
     free(j);
+}
+
+/* Opens the existing file `name` for appending at file offset `at`: checks its header (current
+ * format only), cuts it to `at`, and unless do_sync is 0 makes it and the directory durable. */
+static int reopen_file(pe_journal *j, int fd, uint64_t base, uint64_t at, int do_sync,
+                       pe_file **out, int *err)
+{
+    char hdr[PE_FILE_HEADER_SIZE];
+    uint64_t got = 0, hbase = 0;
+    uint32_t version = 0;
+    *err = 0;
+    if (pread_all(fd, hdr, sizeof hdr, 0, &got) != 0) {
+        *err = errno;
+        return PE_ERR_IO;
+    }
+    if (got < sizeof hdr)
+        return PE_ERR_CORRUPT; /* shorter than its header */
+    int rc = pe_file_header_parse(hdr, sizeof hdr, &hbase, &version);
+    if (rc != PE_OK)
+        return rc;
+    if (hbase != base)
+        return PE_ERR_CORRUPT;
+    if (version != PE_FORMAT_VERSION)
+        return PE_ERR_FORMAT; /* never append to an older file (the caller starts a new one) */
+    struct stat st;
+    if (fstat(fd, &st) != 0) {
+        *err = errno;
+        return PE_ERR_IO;
+    }
+    if ((uint64_t)st.st_size < at)
+        return PE_ERR_INVAL; /* pos lies past the end of the file */
+    if ((uint64_t)st.st_size > at && ftruncate(fd, (off_t)at) != 0) {
+        *err = errno;
+        return PE_ERR_IO;
+    }
+    if (do_sync && (sync_fd_locked(j, fd) != 0 || sync_dir_locked(j) != 0)) {
+        *err = errno;
+        return PE_ERR_IO;
+    }
+    pe_file *f = calloc(1, sizeof *f);
+    if (f == NULL)
+        return PE_ERR_NOMEM;
+    f->fd = fd;
+    f->base = base;
+    *out = f;
+    return PE_OK;
 }
 
 int pe_journal_open(const char *dir, uint64_t base, uint64_t pos, uint64_t roll_bytes,
@@ -399,6 +556,7 @@ int pe_journal_open(const char *dir, uint64_t base, uint64_t pos, uint64_t roll_
     int rc = PE_OK, e = 0;
     pe_file *f = NULL;
     int fd = -1;
+    int do_sync = durability != PE_DURABILITY_NONE;
 
     j->dir_fd = open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
     if (j->dir_fd < 0) {
@@ -421,58 +579,20 @@ int pe_journal_open(const char *dir, uint64_t base, uint64_t pos, uint64_t roll_
             goto fail;
         }
         int sync_failed = 0;
-        rc = create_file(j, base, durability != PE_DURABILITY_NONE, &f, &sync_failed);
+        rc = create_file(j, base, do_sync, &f, &sync_failed);
         if (rc != PE_OK) {
             e = errno;
             goto fail;
         }
     } else {
-        char hdr[PE_FILE_HEADER_SIZE];
-        uint64_t got = 0, hbase = 0;
-        uint32_t version = 0;
-        if (pread_all(fd, hdr, sizeof hdr, 0, &got) != 0) {
-            rc = PE_ERR_IO;
-            e = errno;
-            goto fail;
-        }
-        if (got < sizeof hdr) {
-            rc = PE_ERR_CORRUPT; /* shorter than its header */
-            goto fail;
-        }
-        rc = pe_file_header_parse(hdr, sizeof hdr, &hbase, &version);
+        rc = reopen_file(j, fd, base, pos - base, do_sync, &f, &e);
         if (rc != PE_OK)
             goto fail;
-        if (hbase != base) {
-            rc = PE_ERR_CORRUPT;
-            goto fail;
-        }
-        struct stat st;
-        if (fstat(fd, &st) != 0) {
-            rc = PE_ERR_IO;
-            e = errno;
-            goto fail;
-        }
-        if ((uint64_t)st.st_size < pos - base) {
-            rc = PE_ERR_INVAL; /* pos lies past the end of the file */
-            goto fail;
-        }
-        if ((uint64_t)st.st_size > pos - base && ftruncate(fd, (off_t)(pos - base)) != 0) {
-            rc = PE_ERR_IO;
-            e = errno;
-            goto fail;
-        }
-        f = calloc(1, sizeof *f);
-        if (f == NULL) {
-            rc = PE_ERR_NOMEM;
-            goto fail;
-        }
-        f->fd = fd;
-        f->base = base;
         fd = -1;
     }
     j->cur = f;
     j->written = pos;
-    j->synced = pos;
+    j->synced = pos; /* NONE: not really, but NONE never claims durability (no durable lag) */
     if (durability == PE_DURABILITY_FSYNC) {
         if (pthread_create(&j->thread, NULL, sync_main, j) != 0) {
             rc = PE_ERR_NOMEM;
@@ -495,9 +615,11 @@ fail:
     return rc;
 }
 
-/* Appends the record rec[0..total) (header filled in except position and CRC). Fills in the
- * position and CRC under the mutex, rolls if needed, writes. */
-static int journal_commit(pe_journal *j, char *rec, uint64_t total, uint64_t *out_pos)
+/* Appends one record given as iovecs: iov[0] is the 24-byte header (type and payload length
+ * set, filled in here under mu), the rest the payload (total bytes in all), body_crc the CRC32C
+ * of the payload. Rolls first if needed. */
+static int journal_commit(pe_journal *j, struct iovec *iov, int n, uint64_t total,
+                          uint32_t body_crc, uint64_t *out_pos)
 {
     pthread_mutex_lock(&j->mu);
     if (j->failed_errno != 0 || j->closing) {
@@ -518,10 +640,9 @@ static int journal_commit(pe_journal *j, char *rec, uint64_t total, uint64_t *ou
     }
     uint64_t pos = j->written;
     uint64_t off = pos - j->cur->base;
-    st64(rec + 8, pos);
-    st32(rec, crc(rec + 4, (size_t)(total - 4)));
+    seal_header_locked(j, (char *)iov[0].iov_base, pos, body_crc);
     int e = fault_hit(j, PE_FAULT_WRITE);
-    if (e == 0 && pwrite_all(j->cur->fd, rec, total, off) != 0) {
+    if (e == 0 && pwritev_all(j->cur->fd, iov, n, off) != 0) {
         e = errno;
         if (ftruncate(j->cur->fd, (off_t)off) != 0)
             set_failed_locked(j, errno); /* the file's tail is unknown now */
@@ -532,24 +653,150 @@ static int journal_commit(pe_journal *j, char *rec, uint64_t total, uint64_t *ou
         return PE_ERR_IO;
     }
     j->written = pos + total;
-    if (j->durability == PE_DURABILITY_FSYNC) {
-        if (j->sync_idle)
-            pthread_cond_signal(&j->work_cv);
-    } else {
-        j->synced = j->written;
-    }
+    if (j->durability == PE_DURABILITY_FSYNC && j->sync_idle)
+        pthread_cond_signal(&j->work_cv);
     pthread_mutex_unlock(&j->mu);
     *out_pos = pos;
     return PE_OK;
 }
 
-static void record_header(char *rec, uint32_t type, uint64_t payload_len)
+/* Builds the frames of one section at fp and returns its CRC32C: large payloads are copied and
+ * checksummed in one pass, small frames are checksummed after they are built. */
+static uint32_t build_section(char **fpp, const pe_group *groups, uint64_t g0, uint64_t g1,
+                              const char **kpp, const char **ppp, const uint32_t *lens,
+                              uint64_t *evp, uint64_t *n_events)
 {
-    memset(rec, 0, PE_RECORD_HEADER_SIZE);
-    st32(rec + 4, (uint32_t)payload_len);
-    rec[16] = (char)type;
-    rec[17] = 0;
-    st16(rec + 18, PE_RECORD_MAGIC);
+    char *fp = *fpp, *pending = fp;
+    const char *kp = *kpp, *pp = *ppp;
+    uint64_t ev = *evp, count = 0;
+    uint32_t c = 0;
+    for (uint64_t g = g0; g < g1; g++) {
+        uint32_t klen = groups[g].key_len;
+        uint32_t kb = klen == PE_NO_KEY ? 0 : klen;
+        for (uint64_t ee = ev + groups[g].n_events; ev < ee; ev++) {
+            uint32_t n = lens[ev];
+            st32(fp, n);
+            st16(fp + 4, (uint16_t)klen);
+            fp += PE_FRAME_HEADER_SIZE;
+            if (kb > 0) {
+                memcpy(fp, kp, kb);
+                fp += kb;
+            }
+            if (n >= 4096) {
+                c = crc_more(c, pending, (size_t)(fp - pending));
+                c = pe_crc32c_copy(fp, pp, n, c);
+                fp += n;
+                pending = fp;
+            } else if (n > 0) {
+                memcpy(fp, pp, n);
+                fp += n;
+            }
+            pp += n;
+        }
+        count += groups[g].n_events;
+        kp += kb;
+    }
+    c = crc_more(c, pending, (size_t)(fp - pending));
+    *fpp = fp;
+    *kpp = kp;
+    *ppp = pp;
+    *evp = ev;
+    *n_events = count;
+    return c;
+}
+
+/* Checks the descriptors of an EVENTS record (pe_journal_append_events) and returns its payload
+ * size in *rec_payload and the bytes of its headers, frame headers and keys in *head_bytes. */
+static int measure_events(uint32_t writer_id_len, const pe_section *sections, uint32_t n_sections,
+                          const pe_group *groups, uint32_t n_groups, uint64_t keys_len,
+                          const uint32_t *lens, uint32_t n_events, uint64_t payload_len,
+                          uint64_t *rec_payload, uint64_t *head_bytes)
+{
+    if (writer_id_len > PE_MAX_WRITER_ID_LEN)
+        return PE_ERR_INVAL;
+    uint64_t total = (uint64_t)PE_EVENTS_HEADER_SIZE + writer_id_len;
+    uint64_t heads = PE_RECORD_HEADER_SIZE + total;
+    uint64_t g = 0, ev = 0, key_total = 0, len_total = 0;
+    for (uint32_t s = 0; s < n_sections; s++) {
+        if ((uint64_t)sections[s].n_groups > (uint64_t)n_groups - g)
+            return PE_ERR_INVAL;
+        uint64_t sec_events = 0, sec_bytes = 0;
+        for (uint64_t ge = g + sections[s].n_groups; g < ge; g++) {
+            uint32_t klen = groups[g].key_len;
+            if (klen > PE_MAX_KEY_LEN && klen != PE_NO_KEY)
+                return PE_ERR_INVAL;
+            uint64_t kb = klen == PE_NO_KEY ? 0 : klen;
+            key_total += kb;
+            if ((uint64_t)groups[g].n_events > (uint64_t)n_events - ev)
+                return PE_ERR_INVAL;
+            for (uint64_t ee = ev + groups[g].n_events; ev < ee; ev++) {
+                len_total += lens[ev];
+                sec_bytes += PE_FRAME_HEADER_SIZE + kb + lens[ev];
+                heads += PE_FRAME_HEADER_SIZE + kb;
+                if (sec_bytes > PE_MAX_RECORD_PAYLOAD)
+                    return PE_ERR_TOOBIG; /* also keeps the sums from overflowing */
+            }
+            sec_events += groups[g].n_events;
+        }
+        if (sec_events > UINT32_MAX)
+            return PE_ERR_TOOBIG;
+        total += PE_SECTION_HEADER_SIZE + sec_bytes;
+        heads += PE_SECTION_HEADER_SIZE;
+        if (total > PE_MAX_RECORD_PAYLOAD)
+            return PE_ERR_TOOBIG;
+    }
+    if (g != n_groups || ev != n_events || key_total != keys_len || len_total != payload_len)
+        return PE_ERR_INVAL;
+    if (payload_len > PE_MAX_RECORD_PAYLOAD || total > PE_MAX_RECORD_PAYLOAD)
+        return PE_ERR_TOOBIG;
+    *rec_payload = total;
+    *head_bytes = heads;
+    return PE_OK;
+}
+
+/* Writes the record header and the EVENTS header at p; returns the CRC of the EVENTS header. */
+static uint32_t events_head(char *p, const char *writer_id, uint32_t writer_id_len,
+                            uint64_t first_seq, uint64_t last_seq, uint64_t timestamp_ns,
+                            uint32_t n_sections, uint64_t rec_payload)
+{
+    record_header(p, PE_RECORD_EVENTS, rec_payload);
+    p += PE_RECORD_HEADER_SIZE;
+    st64(p, first_seq);
+    st64(p + 8, last_seq);
+    st64(p + 16, timestamp_ns);
+    st32(p + 24, n_sections);
+    st16(p + 28, (uint16_t)writer_id_len);
+    if (writer_id_len > 0)
+        memcpy(p + 30, writer_id, writer_id_len);
+    return crc(p, PE_EVENTS_HEADER_SIZE + writer_id_len);
+}
+
+/* Fills a section header and folds it and its data (crc sec_crc, nb bytes) into body_crc. */
+static uint32_t section_head(char *sh, const pe_section *sec, uint64_t n_events, uint64_t nb,
+                             uint32_t sec_crc, uint32_t body_crc)
+{
+    st64(sh, sec->segment_uid);
+    st64(sh + 8, sec->segment_offset);
+    st32(sh + 16, (uint32_t)n_events);
+    st32(sh + 20, (uint32_t)nb);
+    st32(sh + 24, sec_crc);
+    st32(sh + 28, 0);
+    return crc_cat(crc_more(body_crc, sh, PE_SECTION_HEADER_SIZE), sec_crc, nb);
+}
+
+/* Out fields of the sections of a committed record at pos (section headers at their places
+ * in `sh_at`, data positions from the layout). */
+static void section_outs(pe_section *sections, uint32_t n_sections, char *const *sh_at,
+                         uint64_t first_data_pos)
+{
+    uint64_t at = first_data_pos;
+    for (uint32_t s = 0; s < n_sections; s++) {
+        uint32_t nb = ld32(sh_at[s] + 20);
+        sections[s].n_events = ld32(sh_at[s] + 16);
+        sections[s].n_bytes = nb;
+        sections[s].data_pos = at;
+        at += (uint64_t)nb + PE_SECTION_HEADER_SIZE;
+    }
 }
 
 int pe_journal_append_events(pe_journal *j, const char *writer_id, uint32_t writer_id_len,
@@ -567,114 +814,141 @@ int pe_journal_append_events(pe_journal *j, const char *writer_id, uint32_t writ
         (lens == NULL && n_events > 0) || (payload == NULL && payload_len > 0) ||
         out_record == NULL)
         return PE_ERR_INVAL;
-    if (writer_id_len > PE_MAX_WRITER_ID_LEN)
-        return PE_ERR_INVAL;
-
-    /* Validate the counts and compute the size of every section. */
-    uint64_t rec_payload = (uint64_t)PE_EVENTS_HEADER_SIZE + writer_id_len;
-    uint64_t g = 0, ev = 0, key_total = 0, len_total = 0;
-    for (uint32_t s = 0; s < n_sections; s++) {
-        if ((uint64_t)sections[s].n_groups > (uint64_t)n_groups - g)
-            return PE_ERR_INVAL;
-        uint64_t sec_events = 0, sec_bytes = 0;
-        for (uint64_t ge = g + sections[s].n_groups; g < ge; g++) {
-            uint32_t klen = groups[g].key_len;
-            if (klen > PE_MAX_KEY_LEN && klen != PE_NO_KEY)
-                return PE_ERR_INVAL;
-            uint64_t kb = klen == PE_NO_KEY ? 0 : klen;
-            key_total += kb;
-            if ((uint64_t)groups[g].n_events > (uint64_t)n_events - ev)
-                return PE_ERR_INVAL;
-            for (uint64_t ee = ev + groups[g].n_events; ev < ee; ev++) {
-                len_total += lens[ev];
-                sec_bytes += PE_FRAME_HEADER_SIZE + kb + lens[ev];
-                if (sec_bytes > PE_MAX_RECORD_PAYLOAD)
-                    return PE_ERR_TOOBIG; /* also keeps the sums from overflowing */
-            }
-            sec_events += groups[g].n_events;
-        }
-        if (sec_events > UINT32_MAX)
-            return PE_ERR_TOOBIG;
-        rec_payload += PE_SECTION_HEADER_SIZE + sec_bytes;
-        if (rec_payload > PE_MAX_RECORD_PAYLOAD)
-            return PE_ERR_TOOBIG;
-    }
-    if (g != n_groups || ev != n_events || key_total != keys_len || len_total != payload_len)
-        return PE_ERR_INVAL;
-    if (payload_len > PE_MAX_RECORD_PAYLOAD || rec_payload > PE_MAX_RECORD_PAYLOAD)
-        return PE_ERR_TOOBIG;
+    uint64_t rec_payload = 0, heads = 0;
+    int rc = measure_events(writer_id_len, sections, n_sections, groups, n_groups, keys_len, lens,
+                            n_events, payload_len, &rec_payload, &heads);
+    if (rc != PE_OK)
+        return rc;
     uint64_t total = PE_RECORD_HEADER_SIZE + rec_payload;
     if (out_cap < total)
         return PE_ERR_INVAL;
 
-    /* Build the record. */
-    char *p = out_record;
-    record_header(p, PE_RECORD_EVENTS, rec_payload);
-    p += PE_RECORD_HEADER_SIZE;
-    st64(p, first_seq);
-    st64(p + 8, last_seq);
-    st64(p + 16, timestamp_ns);
-    st32(p + 24, n_sections);
-    st16(p + 28, (uint16_t)writer_id_len);
-    if (writer_id_len > 0)
-        memcpy(p + 30, writer_id, writer_id_len);
-    p += PE_EVENTS_HEADER_SIZE + writer_id_len;
-
+    /* Build the record; the payload's CRC is folded section by section (no second pass). */
+    uint32_t body_crc = events_head(out_record, writer_id, writer_id_len, first_seq, last_seq,
+                                    timestamp_ns, n_sections, rec_payload);
+    char *p = out_record + PE_RECORD_HEADER_SIZE + PE_EVENTS_HEADER_SIZE + writer_id_len;
     const char *kp = keys, *pp = payload;
-    g = 0;
-    ev = 0;
+    uint64_t g = 0, ev = 0;
     for (uint32_t s = 0; s < n_sections; s++) {
         char *sh = p;
         char *fp = p + PE_SECTION_HEADER_SIZE;
         uint64_t sec_events = 0;
-        for (uint64_t ge = g + sections[s].n_groups; g < ge; g++) {
-            uint32_t klen = groups[g].key_len;
-            uint32_t kb = klen == PE_NO_KEY ? 0 : klen;
-            for (uint64_t ee = ev + groups[g].n_events; ev < ee; ev++) {
-                uint32_t n = lens[ev];
-                st32(fp, n);
-                st16(fp + 4, (uint16_t)klen);
-                fp += PE_FRAME_HEADER_SIZE;
-                if (kb > 0) {
-                    memcpy(fp, kp, kb);
-                    fp += kb;
-                }
-                if (n > 0) {
-                    memcpy(fp, pp, n);
-                    fp += n;
-                    pp += n;
-                }
-            }
-            sec_events += groups[g].n_events;
-            kp += kb;
-        }
+        uint64_t g1 = g + sections[s].n_groups;
+        uint32_t sec_crc = build_section(&fp, groups, g, g1, &kp, &pp, lens, &ev, &sec_events);
+        g = g1;
         uint64_t nb = (uint64_t)(fp - sh) - PE_SECTION_HEADER_SIZE;
-        st64(sh, sections[s].segment_uid);
-        st64(sh + 8, sections[s].segment_offset);
-        st32(sh + 16, (uint32_t)sec_events);
-        st32(sh + 20, (uint32_t)nb);
+        body_crc = section_head(sh, &sections[s], sec_events, nb, sec_crc, body_crc);
         p = fp;
     }
 
     uint64_t pos = 0;
-    int rc = journal_commit(j, out_record, total, &pos);
+    struct iovec iov[2] = {{out_record, PE_RECORD_HEADER_SIZE},
+                           {out_record + PE_RECORD_HEADER_SIZE, (size_t)rec_payload}};
+    rc = journal_commit(j, iov, 2, total, body_crc, &pos);
     if (rc != PE_OK)
         return rc;
 
-    /* Out fields of the sections. */
-    uint64_t at = pos + PE_RECORD_HEADER_SIZE + PE_EVENTS_HEADER_SIZE + writer_id_len;
+    uint64_t first = pos + PE_RECORD_HEADER_SIZE + PE_EVENTS_HEADER_SIZE + writer_id_len;
+    uint64_t at = first - pos;
     for (uint32_t s = 0; s < n_sections; s++) {
-        const char *sh = out_record + (at - pos);
-        uint32_t nb = ld32(sh + 20);
+        const char *sh = out_record + at;
         sections[s].n_events = ld32(sh + 16);
-        sections[s].n_bytes = nb;
-        sections[s].data_pos = at + PE_SECTION_HEADER_SIZE;
-        at += PE_SECTION_HEADER_SIZE + (uint64_t)nb;
+        sections[s].n_bytes = ld32(sh + 20);
+        sections[s].data_pos = pos + at + PE_SECTION_HEADER_SIZE;
+        at += PE_SECTION_HEADER_SIZE + (uint64_t)ld32(sh + 20);
     }
     *out_record_len = total;
     *out_pos = pos;
     *out_end = pos + total;
     return PE_OK;
+}
+
+int pe_journal_append_events_v(pe_journal *j, const char *writer_id, uint32_t writer_id_len,
+                               uint64_t first_seq, uint64_t last_seq, uint64_t timestamp_ns,
+                               pe_section *sections, uint32_t n_sections, const pe_group *groups,
+                               uint32_t n_groups, const char *keys, uint64_t keys_len,
+                               const uint32_t *lens, const char *const *payloads,
+                               uint32_t n_events, char *out_head, uint64_t out_head_cap,
+                               uint64_t *out_pos, uint64_t *out_end)
+{
+    if (j == NULL || out_pos == NULL || out_end == NULL || out_head == NULL)
+        return PE_ERR_INVAL;
+    if ((writer_id == NULL && writer_id_len > 0) || (sections == NULL && n_sections > 0) ||
+        (groups == NULL && n_groups > 0) || (keys == NULL && keys_len > 0) ||
+        (n_events > 0 && (lens == NULL || payloads == NULL)))
+        return PE_ERR_INVAL;
+    uint64_t payload_len = 0;
+    for (uint32_t i = 0; i < n_events; i++) {
+        if (payloads[i] == NULL && lens[i] > 0)
+            return PE_ERR_INVAL;
+        payload_len += lens[i];
+    }
+    uint64_t rec_payload = 0, heads = 0;
+    int rc = measure_events(writer_id_len, sections, n_sections, groups, n_groups, keys_len, lens,
+                            n_events, payload_len, &rec_payload, &heads);
+    if (rc != PE_OK)
+        return rc;
+    if (out_head_cap < heads)
+        return PE_ERR_INVAL;
+    /* iovecs: one run of header bytes before each payload, and the last run */
+    uint64_t n_iov = 2 * (uint64_t)n_events + 2;
+    struct iovec *iov = malloc(n_iov * sizeof *iov);
+    char **sh_at = malloc((n_sections ? n_sections : 1) * sizeof *sh_at);
+    if (iov == NULL || sh_at == NULL) {
+        free(iov);
+        free(sh_at);
+        return PE_ERR_NOMEM;
+    }
+    uint32_t body_crc = events_head(out_head, writer_id, writer_id_len, first_seq, last_seq,
+                                    timestamp_ns, n_sections, rec_payload);
+    char *hp = out_head + PE_RECORD_HEADER_SIZE + PE_EVENTS_HEADER_SIZE + writer_id_len;
+    char *run = out_head; /* start of the header bytes not yet in an iovec */
+    int k = 0;
+    const char *kp = keys;
+    uint64_t g = 0, ev = 0;
+    for (uint32_t s = 0; s < n_sections; s++) {
+        char *sh = hp;
+        sh_at[s] = sh;
+        hp += PE_SECTION_HEADER_SIZE;
+        uint32_t sec_crc = 0;
+        uint64_t nb = 0, sec_events = 0;
+        for (uint64_t ge = g + sections[s].n_groups; g < ge; g++) {
+            uint32_t klen = groups[g].key_len;
+            uint32_t kb = klen == PE_NO_KEY ? 0 : klen;
+            for (uint64_t ee = ev + groups[g].n_events; ev < ee; ev++) {
+                char *fh = hp;
+                st32(hp, lens[ev]);
+                st16(hp + 4, (uint16_t)klen);
+                hp += PE_FRAME_HEADER_SIZE;
+                if (kb > 0) {
+                    memcpy(hp, kp, kb);
+                    hp += kb;
+                }
+                sec_crc = crc_more(sec_crc, fh, (size_t)(hp - fh));
+                sec_crc = crc_more(sec_crc, lens[ev] ? payloads[ev] : "", lens[ev]);
+                nb += (uint64_t)(hp - fh) + lens[ev];
+                iov[k++] = (struct iovec){run, (size_t)(hp - run)};
+                iov[k++] = (struct iovec){(void *)payloads[ev], lens[ev]};
+                run = hp;
+            }
+            sec_events += groups[g].n_events;
+            kp += kb;
+        }
+        body_crc = section_head(sh, &sections[s], sec_events, nb, sec_crc, body_crc);
+    }
+    iov[k++] = (struct iovec){run, (size_t)(hp - run)};
+    uint64_t pos = 0;
+    rc = journal_commit(j, iov, k, PE_RECORD_HEADER_SIZE + rec_payload, body_crc, &pos);
+    if (rc == PE_OK) {
+        section_outs(sections, n_sections, sh_at,
+                     pos + PE_RECORD_HEADER_SIZE + PE_EVENTS_HEADER_SIZE + writer_id_len +
+                         PE_SECTION_HEADER_SIZE);
+        *out_pos = pos;
+        *out_end = pos + PE_RECORD_HEADER_SIZE + rec_payload;
+    }
+    free(iov);
+    free(sh_at);
+    return rc;
 }
 
 int pe_journal_append_record(pe_journal *j, uint32_t type, const char *payload, uint64_t len,
@@ -690,71 +964,103 @@ int pe_journal_append_record2(pe_journal *j, uint32_t type, const char *head, ui
     if (j == NULL || out_pos == NULL || out_end == NULL || (head == NULL && head_len > 0) ||
         (body == NULL && body_len > 0))
         return PE_ERR_INVAL;
-    if (type < 2 || type > PE_MAX_RECORD_TYPE)
+    if (type < 2 || type > PE_MAX_RECORD_TYPE || type == PE_RECORD_ROLL)
         return PE_ERR_INVAL;
     if (head_len > PE_MAX_RECORD_PAYLOAD || body_len > PE_MAX_RECORD_PAYLOAD - head_len)
         return PE_ERR_TOOBIG;
     uint64_t len = head_len + body_len;
-    uint64_t total = PE_RECORD_HEADER_SIZE + len;
-    char *rec = malloc((size_t)total);
-    if (rec == NULL)
-        return PE_ERR_NOMEM;
-    record_header(rec, type, len);
+    char hdr[PE_RECORD_HEADER_SIZE];
+    record_header(hdr, type, len);
+    uint32_t body_crc = crc_more(crc(head_len ? head : "", (size_t)head_len), body_len ? body : "",
+                                 (size_t)body_len);
+    struct iovec iov[3];
+    int n = 0;
+    iov[n++] = (struct iovec){hdr, sizeof hdr};
     if (head_len > 0)
-        memcpy(rec + PE_RECORD_HEADER_SIZE, head, (size_t)head_len);
+        iov[n++] = (struct iovec){(void *)head, (size_t)head_len};
     if (body_len > 0)
-        memcpy(rec + PE_RECORD_HEADER_SIZE + head_len, body, (size_t)body_len);
+        iov[n++] = (struct iovec){(void *)body, (size_t)body_len};
     uint64_t pos = 0;
-    int rc = journal_commit(j, rec, total, &pos);
-    int e = errno;
-    free(rec);
-    if (rc != PE_OK) {
-        errno = e;
+    int rc = journal_commit(j, iov, n, PE_RECORD_HEADER_SIZE + len, body_crc, &pos);
+    if (rc != PE_OK)
         return rc;
-    }
+    *out_pos = pos;
+    *out_end = pos + PE_RECORD_HEADER_SIZE + len;
+    return PE_OK;
+}
+
+int pe_journal_append_section(pe_journal *j, uint64_t segment_uid, uint64_t segment_offset,
+                              uint32_t n_events, const char *data, uint64_t len,
+                              uint64_t *out_pos, uint64_t *out_end)
+{
+    if (j == NULL || out_pos == NULL || out_end == NULL || (data == NULL && len > 0))
+        return PE_ERR_INVAL;
+    if (len > PE_MAX_RECORD_PAYLOAD - PE_SECTION_HEADER_SIZE || len > UINT32_MAX)
+        return PE_ERR_TOOBIG;
+    char hdr[PE_RECORD_HEADER_SIZE], sh[PE_SECTION_HEADER_SIZE];
+    uint32_t data_crc = crc(len ? data : "", (size_t)len);
+    record_header(hdr, PE_RECORD_BYTES, PE_SECTION_HEADER_SIZE + len);
+    st64(sh, segment_uid);
+    st64(sh + 8, segment_offset);
+    st32(sh + 16, n_events);
+    st32(sh + 20, (uint32_t)len);
+    st32(sh + 24, data_crc);
+    st32(sh + 28, 0);
+    uint32_t body_crc = crc_cat(crc(sh, sizeof sh), data_crc, len);
+    struct iovec iov[3] = {{hdr, sizeof hdr}, {sh, sizeof sh}, {(void *)data, (size_t)len}};
+    uint64_t pos = 0;
+    uint64_t total = PE_BYTES_DATA_OFFSET + len;
+    int rc = journal_commit(j, iov, len > 0 ? 3 : 2, total, body_crc, &pos);
+    if (rc != PE_OK)
+        return rc;
     *out_pos = pos;
     *out_end = pos + total;
     return PE_OK;
 }
 
-int pe_journal_sync(pe_journal *j, uint64_t pos, int64_t timeout_ns)
+/* The CLOCK_MONOTONIC deadline timeout_ns from now (timeout_ns > 0). */
+static struct timespec deadline_in(int64_t timeout_ns)
 {
-    if (j == NULL)
-        return PE_ERR_INVAL;
-    struct timespec deadline = {0, 0};
-    if (timeout_ns > 0) {
-        clock_gettime(CLOCK_MONOTONIC, &deadline);
-        int64_t sec = timeout_ns / 1000000000;
-        int64_t nsec = deadline.tv_nsec + timeout_ns % 1000000000;
-        if (nsec >= 1000000000) {
-            nsec -= 1000000000;
-            sec++;
-        }
-        deadline.tv_sec += (time_t)sec;
-        deadline.tv_nsec = (long)nsec;
+    struct timespec d;
+    clock_gettime(CLOCK_MONOTONIC, &d);
+    int64_t sec = timeout_ns / 1000000000;
+    int64_t nsec = d.tv_nsec + timeout_ns % 1000000000;
+    if (nsec >= 1000000000) {
+        nsec -= 1000000000;
+        sec++;
     }
-    pthread_mutex_lock(&j->mu);
-    /* Only what was appended can become durable: never wait for future appends. */
-    if (pos > j->written)
-        pos = j->written;
-    int rc;
+    d.tv_sec += (time_t)sec;
+    d.tv_nsec = (long)nsec;
+    return d;
+}
+
+/* Waits (mu held) until pos is acknowledged (durable = 0) or fdatasynced (durable = 1). In OS
+ * mode a durable wait does the fdatasync itself when no other call is doing one. */
+static int wait_locked(pe_journal *j, uint64_t pos, int64_t timeout_ns, int durable)
+{
+    struct timespec deadline = {0, 0};
+    if (timeout_ns > 0)
+        deadline = deadline_in(timeout_ns);
+    int drive = durable && j->durability == PE_DURABILITY_OS;
     for (;;) {
-        if (j->failed_errno != 0) {
-            rc = PE_ERR_FAILED;
-            break;
+        if (j->failed_errno != 0)
+            return PE_ERR_FAILED;
+        uint64_t have = durable ? j->synced : acked_locked(j);
+        if (have >= pos)
+            return PE_OK;
+        if (j->closing)
+            return PE_ERR_FAILED;
+        if (drive && !j->syncing) {
+            j->syncing = 1;
+            int rc = sync_once_locked(j);
+            j->syncing = 0;
+            pthread_cond_broadcast(&j->synced_cv);
+            if (rc != 0)
+                return PE_ERR_IO;
+            continue;
         }
-        if (j->synced >= pos) {
-            rc = PE_OK;
-            break;
-        }
-        if (j->closing) {
-            rc = PE_ERR_FAILED;
-            break;
-        }
-        if (timeout_ns == 0) {
-            rc = PE_ERR_TIMEOUT;
-            break;
-        }
+        if (timeout_ns == 0)
+            return PE_ERR_TIMEOUT;
         j->sync_waiters++;
         if (j->sync_idle)
             pthread_cond_signal(&j->work_cv); /* a flush is waiting: stop gathering */
@@ -765,31 +1071,62 @@ int pe_journal_sync(pe_journal *j, uint64_t pos, int64_t timeout_ns)
             timed_out = pthread_cond_timedwait(&j->synced_cv, &j->mu, &deadline) == ETIMEDOUT;
         j->sync_waiters--;
         if (timed_out) {
-            rc = j->failed_errno ? PE_ERR_FAILED : j->synced >= pos ? PE_OK : PE_ERR_TIMEOUT;
-            break;
+            have = durable ? j->synced : acked_locked(j);
+            return j->failed_errno ? PE_ERR_FAILED : have >= pos ? PE_OK : PE_ERR_TIMEOUT;
         }
     }
-    int e = j->failed_errno;
-    pthread_mutex_unlock(&j->mu);
-    if (rc == PE_ERR_FAILED)
-        errno = e; /* 0 when closed */
-    return rc;
 }
 
-int pe_journal_state(pe_journal *j, uint64_t *out_written, uint64_t *out_synced,
-                     uint64_t *out_file_base, int32_t *out_failed_errno)
+static int journal_wait(pe_journal *j, uint64_t pos, int64_t timeout_ns, int durable)
 {
     if (j == NULL)
         return PE_ERR_INVAL;
     pthread_mutex_lock(&j->mu);
-    if (out_written)
-        *out_written = j->written;
-    if (out_synced)
-        *out_synced = j->synced;
-    if (out_file_base)
-        *out_file_base = j->cur->base;
-    if (out_failed_errno)
-        *out_failed_errno = j->failed_errno;
+    /* Only what was appended can become durable: never wait for future appends. */
+    if (pos > j->written)
+        pos = j->written;
+    int rc = PE_OK;
+    if (!(durable && j->durability == PE_DURABILITY_NONE))
+        rc = wait_locked(j, pos, timeout_ns, durable);
+    else if (j->failed_errno != 0)
+        rc = PE_ERR_FAILED;
+    int e = j->failed_errno;
+    pthread_mutex_unlock(&j->mu);
+    if (rc == PE_ERR_FAILED || rc == PE_ERR_IO)
+        errno = e; /* 0 when closed */
+    return rc;
+}
+
+int pe_journal_sync(pe_journal *j, uint64_t pos, int64_t timeout_ns)
+{
+    return journal_wait(j, pos, timeout_ns, 0);
+}
+
+int pe_journal_make_durable(pe_journal *j, uint64_t pos, int64_t timeout_ns)
+{
+    return journal_wait(j, pos, timeout_ns, 1);
+}
+
+int pe_journal_status_get(pe_journal *j, pe_journal_status *out)
+{
+    if (j == NULL || out == NULL)
+        return PE_ERR_INVAL;
+    pthread_mutex_lock(&j->mu);
+    out->written = j->written;
+    out->acked = acked_locked(j);
+    out->durable = j->synced;
+    out->file_base = j->cur->base;
+    out->failed_errno = j->failed_errno;
+    pthread_mutex_unlock(&j->mu);
+    return PE_OK;
+}
+
+int pe_journal_fail(pe_journal *j, int32_t err)
+{
+    if (j == NULL)
+        return PE_ERR_INVAL;
+    pthread_mutex_lock(&j->mu);
+    set_failed_locked(j, err > 0 ? err : EIO);
     pthread_mutex_unlock(&j->mu);
     return PE_OK;
 }
@@ -823,17 +1160,21 @@ int pe_journal_close(pe_journal *j)
         pthread_join(j->thread, NULL);
 
     pthread_mutex_lock(&j->mu);
+    while (j->syncing) /* an OS-mode make_durable still in its fdatasync */
+        pthread_cond_wait(&j->synced_cv, &j->mu);
     if (was_failed) {
         rc = PE_ERR_FAILED;
         e = j->failed_errno;
     } else if (j->failed_errno != 0) {
         rc = PE_ERR_IO;
         e = j->failed_errno;
-    } else if (j->durability == PE_DURABILITY_OS) {
+    } else if (j->durability == PE_DURABILITY_OS && j->written > j->synced) {
         if (sync_fd_locked(j, j->cur->fd) != 0) {
             rc = PE_ERR_IO;
             e = errno;
             j->failed_errno = e;
+        } else {
+            j->synced = j->written;
         }
     }
     pe_file *f = j->cur;

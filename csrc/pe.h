@@ -8,7 +8,7 @@
  *   - Every function returns a status code (PE_OK or a negative PE_ERR_*); results go through
  *     out-parameters. Out-parameters are written only on PE_OK unless stated otherwise.
  *   - On PE_ERR_IO the failing OS call's errno is available to the caller (cffi: ffi.errno) and,
- *     for journal calls, also through pe_journal_state().
+ *     for journal calls, also through pe_journal_status_get().
  *   - All integers on disk are little-endian. The byte layout is documented at the top of
  *     journal.c (journal files and records) and frames.c (event frames), and in docs/format.md.
  *
@@ -17,16 +17,18 @@
  *   PE_ERR_INVAL        a bad argument (NULL pointer, size out of range, buffer too small). A
  *                       bug in the caller; nothing was written.
  *   PE_ERR_IO           an OS call failed (errno tells which: ENOSPC = disk full, EIO = device).
- *                       After a failed fdatasync the journal is FAILED for good (fsync errors
- *                       cannot be retried safely): close it and reopen the store to recover.
- *                       After a failed write() the partial record is cut off again, nothing is
- *                       acknowledged, and the append may be retried (e.g. once space is freed).
+ *                       After a failed fdatasync or fsync the journal is FAILED for good (fsync
+ *                       errors cannot be retried safely): close it and reopen the store to
+ *                       recover. After a failed write() the partial record is cut off again,
+ *                       nothing is acknowledged, and the append may be retried (e.g. once space
+ *                       is freed); if cutting it off fails too, the journal is FAILED.
  *   PE_ERR_NOMEM        malloc failed.
  *   PE_ERR_CORRUPT      bytes from disk are damaged where they should be valid (bad CRC with
  *                       valid data after it, an impossible frame). Do not repair automatically.
  *   PE_ERR_FORMAT       a file has the wrong magic number or an unsupported format version.
  *   PE_ERR_TIMEOUT      pe_journal_sync: the position did not become durable within the timeout.
- *   PE_ERR_FAILED       the journal is in the FAILED state (see PE_ERR_IO) or closed.
+ *   PE_ERR_FAILED       the journal is in the FAILED state (see PE_ERR_IO, pe_journal_fail) or
+ *                       closed; errno is the failure's errno (0 when closed).
  *   PE_ERR_TOOBIG       a record or event exceeds the format's limits.
  */
 
@@ -40,12 +42,15 @@
 #define PE_ERR_FAILED -7
 #define PE_ERR_TOOBIG -8
 
-/* Format constants (see journal.c / docs/format.md). */
-#define PE_FORMAT_VERSION 1
+/* Format constants (see journal.c / docs/format.md). Journal files of format 1 (sections with a
+ * 24-byte header and no CRC of their own, no ROLL records, no durable marks) are still read. */
+#define PE_FORMAT_VERSION 2
 #define PE_FILE_HEADER_SIZE 32
 #define PE_RECORD_HEADER_SIZE 24
 #define PE_EVENTS_HEADER_SIZE 30
-#define PE_SECTION_HEADER_SIZE 24
+#define PE_SECTION_HEADER_SIZE 32
+#define PE_SECTION_HEADER_SIZE_V1 24
+#define PE_BYTES_DATA_OFFSET 56
 #define PE_FRAME_HEADER_SIZE 6
 #define PE_NO_KEY 65535
 #define PE_MAX_KEY_LEN 4096
@@ -54,6 +59,7 @@
 #define PE_RECORD_EVENTS 1
 #define PE_RECORD_BYTES 2
 #define PE_RECORD_MERGE 3
+#define PE_RECORD_ROLL 4
 
 /* Durability modes of a journal. */
 #define PE_DURABILITY_FSYNC 0
@@ -76,6 +82,17 @@
  * pe_crc32c("123456789", 9, 0) == 0xE3069283. Errors: PE_ERR_INVAL (data NULL with len > 0). */
 int pe_crc32c(const void *data, size_t len, uint32_t seed, uint32_t *out_crc);
 
+/* The CRC32C of a || b from crc1 = CRC32C(a), crc2 = CRC32C(b) and len2 = len(b), without the
+ * data. Errors: PE_ERR_INVAL (out_crc NULL). */
+int pe_crc32c_combine(uint32_t crc1, uint32_t crc2, uint64_t len2, uint32_t *out_crc);
+
+/* Checks a section read back from a journal file of format 2: buf[0..len) must be one section
+ * header (PE_SECTION_HEADER_SIZE bytes: segment uid, segment offset, events, n_bytes, CRC32C of
+ * the data, reserved) followed by exactly n_bytes of data whose CRC32C matches. *out_n_bytes is
+ * the header's n_bytes. Errors: PE_ERR_INVAL (NULL, len < header), PE_ERR_CORRUPT (length or
+ * CRC mismatch). */
+int pe_section_verify(const char *buf, uint64_t len, uint64_t *out_n_bytes);
+
 /* ------------------------------------------------------------ file headers */
 
 /* Writes the 32-byte header of a journal file whose first byte has global position `base`.
@@ -94,6 +111,9 @@ typedef struct pe_scan_result {
     int32_t tail_state;      /* PE_TAIL_CLEAN, PE_TAIL_TORN or PE_TAIL_CORRUPT */
     uint64_t bad_pos;        /* TORN/CORRUPT: global position of the first damaged byte */
     uint64_t next_valid_pos; /* CORRUPT: global position of a valid record after the damage */
+    uint64_t durable_mark;   /* the highest position that a valid record found anywhere in
+                                buf (before or after damage) says was durable before it was
+                                appended (its durable lag, journal.c); 0 if none says */
 } pe_scan_result;
 
 /* Scans the records in buf[0..len), whose first byte has global position `buf_pos`, starting at
@@ -158,16 +178,30 @@ typedef struct pe_group {
     uint32_t n_events;
 } pe_group;
 
+/* Positions and state of a journal (pe_journal_status_get). */
+typedef struct pe_journal_status {
+    uint64_t written;     /* end of the last appended record */
+    uint64_t acked;       /* end of what the durability mode acknowledges: FSYNC: fdatasynced;
+                             OS, NONE: written */
+    uint64_t durable;     /* end of what is known fdatasynced (NONE: where the journal opened) */
+    uint64_t file_base;   /* base of the file being appended to */
+    int32_t failed_errno; /* 0 unless FAILED */
+} pe_journal_status;
+
 /* Opens the journal file `dir`/<base as 20 decimal digits>.pej for appending at global position
- * `pos` (base + PE_FILE_HEADER_SIZE <= pos). If the file exists its header is checked and it is
- * cut to `pos` (the caller found the valid end with pe_scan); if it does not exist it is created
- * with its header (pos must then be base + PE_FILE_HEADER_SIZE) and the directory is fsynced.
- * When an append would take the file past roll_bytes (and the file holds at least one record)
- * the journal rolls to a new file whose base is the current end position. In
- * PE_DURABILITY_FSYNC mode a background thread fdatasyncs whatever was written (group commit:
- * one fdatasync covers every record appended before it started); in OS and NONE mode written
- * data counts as synced at once. Errors: PE_ERR_INVAL, PE_ERR_IO, PE_ERR_NOMEM, PE_ERR_FORMAT,
- * PE_ERR_CORRUPT. */
+ * `pos` (base + PE_FILE_HEADER_SIZE <= pos). If the file exists its header is checked (it must
+ * be of format PE_FORMAT_VERSION: a caller with an older newest file starts a new one at its
+ * end), it is cut to `pos` (the caller found the valid end with pe_scan) and, unless the mode is
+ * NONE, fdatasynced with the directory: recovered bytes count as durable only once they are. If
+ * it does not exist it is created with its header (pos must then be base +
+ * PE_FILE_HEADER_SIZE) and synced with the directory. When an append would take the file past
+ * roll_bytes (and the file holds at least one record) the journal rolls: it creates the next
+ * file (synced with the directory), then ends the current one with a ROLL record (synced), and
+ * goes on in the new file, whose base is the ROLL record's end. In PE_DURABILITY_FSYNC mode a
+ * background thread fdatasyncs whatever was written (group commit: one fdatasync covers every
+ * record appended before it started); in OS and NONE mode written data is acknowledged at once
+ * and OS mode fdatasyncs in pe_journal_make_durable. Errors: PE_ERR_INVAL, PE_ERR_IO,
+ * PE_ERR_NOMEM, PE_ERR_FORMAT, PE_ERR_CORRUPT. */
 int pe_journal_open(const char *dir, uint64_t base, uint64_t pos, uint64_t roll_bytes,
                     int durability, pe_journal **out);
 
@@ -192,8 +226,24 @@ int pe_journal_append_events(pe_journal *j, const char *writer_id, uint32_t writ
                              uint64_t payload_len, char *out_record, uint64_t out_cap,
                              uint64_t *out_record_len, uint64_t *out_pos, uint64_t *out_end);
 
-/* Appends one record of type `type` with the given payload (a record type other than EVENTS,
- * for later features). Errors as pe_journal_append_events. */
+/* As pe_journal_append_events, but each event's payload is its own buffer (payloads[i], lens[i]
+ * bytes) and is written from there (pwritev: no copy; the CRC is one read pass). Only the
+ * headers, frame headers and keys are built, in out_head, whose capacity must be at least
+ * PE_RECORD_HEADER_SIZE + PE_EVENTS_HEADER_SIZE + writer_id_len + n_sections *
+ * PE_SECTION_HEADER_SIZE + sum over groups of n_events * (PE_FRAME_HEADER_SIZE + key bytes).
+ * No in-memory copy of the record is made (for large events, read back from the page cache).
+ * Errors as pe_journal_append_events. */
+int pe_journal_append_events_v(pe_journal *j, const char *writer_id, uint32_t writer_id_len,
+                               uint64_t first_seq, uint64_t last_seq, uint64_t timestamp_ns,
+                               pe_section *sections, uint32_t n_sections, const pe_group *groups,
+                               uint32_t n_groups, const char *keys, uint64_t keys_len,
+                               const uint32_t *lens, const char *const *payloads,
+                               uint32_t n_events, char *out_head, uint64_t out_head_cap,
+                               uint64_t *out_pos, uint64_t *out_end);
+
+/* Appends one record of type `type` (2..15: BYTES, MERGE and later types; not EVENTS, which is
+ * built by pe_journal_append_events, nor ROLL, which the journal writes itself) with the given
+ * payload. Errors as pe_journal_append_events. */
 int pe_journal_append_record(pe_journal *j, uint32_t type, const char *payload, uint64_t len,
                              uint64_t *out_pos, uint64_t *out_end);
 
@@ -204,18 +254,35 @@ int pe_journal_append_record2(pe_journal *j, uint32_t type, const char *head, ui
                               const char *body, uint64_t body_len, uint64_t *out_pos,
                               uint64_t *out_end);
 
-/* Waits until everything appended before global position `pos` is durable under the journal's
- * mode (FSYNC: fdatasync completed; OS/NONE: written). timeout_ns < 0 waits without limit.
- * Releases no lock the appenders need. Errors: PE_ERR_TIMEOUT, PE_ERR_FAILED (sync failed). */
+/* Appends one BYTES record: a section header (segment_uid, segment_offset, n_events, len, the
+ * CRC32C of data) and data[0..len), written from the caller's buffer (no copy). The data starts
+ * PE_BYTES_DATA_OFFSET bytes after *out_pos. Errors as pe_journal_append_events. */
+int pe_journal_append_section(pe_journal *j, uint64_t segment_uid, uint64_t segment_offset,
+                              uint32_t n_events, const char *data, uint64_t len,
+                              uint64_t *out_pos, uint64_t *out_end);
+
+/* Waits until everything appended before global position `pos` is acknowledged under the
+ * journal's mode (FSYNC: fdatasync completed; OS/NONE: written). timeout_ns < 0 waits without
+ * limit. Releases no lock the appenders need. Errors: PE_ERR_TIMEOUT, PE_ERR_FAILED. */
 int pe_journal_sync(pe_journal *j, uint64_t pos, int64_t timeout_ns);
 
-/* Current positions: *out_written (end of the last appended record), *out_synced (durable end),
- * *out_file_base (base of the file being appended to), *out_failed_errno (0 unless FAILED). */
-int pe_journal_state(pe_journal *j, uint64_t *out_written, uint64_t *out_synced,
-                     uint64_t *out_file_base, int32_t *out_failed_errno);
+/* Makes everything appended before `pos` durable whatever the mode, before metadata that
+ * refers to it is committed: FSYNC waits for group commit; OS fdatasyncs the current file here
+ * (one call at a time; a failure makes the journal FAILED, as in FSYNC mode); NONE does nothing.
+ * Errors: PE_ERR_TIMEOUT, PE_ERR_FAILED, PE_ERR_IO (the fdatasync failed: now FAILED). */
+int pe_journal_make_durable(pe_journal *j, uint64_t pos, int64_t timeout_ns);
+
+/* Positions and state now. Errors: PE_ERR_INVAL. */
+int pe_journal_status_get(pe_journal *j, pe_journal_status *out);
+
+/* Puts the journal in the FAILED state with errno `err` (a failed sync elsewhere in the store:
+ * metadata, a directory), so it appends and acknowledges nothing more. The first failure's
+ * errno is kept. Errors: PE_ERR_INVAL. */
+int pe_journal_fail(pe_journal *j, int32_t err);
 
 /* Makes the next `countdown`-th call of the given kind (PE_FAULT_WRITE: the write of a record,
- * PE_FAULT_SYNC: fdatasync) fail with errno `err` (countdown 1 = the next one). Tests only. */
+ * PE_FAULT_SYNC: an fdatasync or directory fsync) fail with errno `err` (countdown 1 = the next
+ * one). Tests only. */
 int pe_journal_inject_fault(pe_journal *j, int32_t which, int32_t err, int32_t countdown);
 
 /* Syncs (except in NONE mode), stops the sync thread, closes the file and frees the journal.

@@ -66,8 +66,10 @@ static int header_ok(const char *p, uint64_t pos, uint32_t *type, uint32_t *plen
     return 1;
 }
 
-/* Full validity check of the record at buf[off..len). Returns its total size, or 0. */
-static uint64_t record_valid(const char *buf, uint64_t len, uint64_t off, uint64_t pos)
+/* Full validity check of the record at buf[off..len). Returns its total size, or 0. A valid
+ * record with a durable lag raises *mark to the position it says was durable. */
+static uint64_t record_valid(const char *buf, uint64_t len, uint64_t off, uint64_t pos,
+                             uint64_t *mark)
 {
     if (off > len || len - off < PE_RECORD_HEADER_SIZE)
         return 0;
@@ -80,6 +82,11 @@ static uint64_t record_valid(const char *buf, uint64_t len, uint64_t off, uint64
         return 0;
     if (ld32(p) != crc(p + 4, (size_t)(total - 4)))
         return 0;
+    if ((unsigned char)p[17] & PE_FLAG_DURABLE) {
+        uint64_t lag = ld32(p + 20);
+        if (lag <= pos && pos - lag > *mark)
+            *mark = pos - lag;
+    }
     return total;
 }
 
@@ -109,11 +116,11 @@ int pe_scan(const char *buf, uint64_t len, uint64_t buf_pos, uint64_t start_pos,
         return PE_ERR_INVAL;
 
     uint64_t off = start_pos - buf_pos;
-    uint64_t n = 0;
+    uint64_t n = 0, mark = 0;
     for (;;) {
         if (off == len)
             break;
-        uint64_t total = record_valid(buf, len, off, buf_pos + off);
+        uint64_t total = record_valid(buf, len, off, buf_pos + off, &mark);
         if (total == 0)
             break;
         n++;
@@ -126,27 +133,48 @@ int pe_scan(const char *buf, uint64_t len, uint64_t buf_pos, uint64_t start_pos,
     r.n_records = n;
     if (off == len) {
         r.tail_state = PE_TAIL_CLEAN;
+        r.durable_mark = mark;
         *out = r;
         return PE_OK;
     }
     r.bad_pos = buf_pos + off;
     r.tail_state = PE_TAIL_TORN;
 
-    /* Resync: look for a valid record at any later byte offset. A candidate s needs the magic
-     * bytes 'P','E' at s + 18; find them with memchr, then check the rest. */
+    /* Resync: look for valid records at every later byte offset (each found one is skipped
+     * whole), for next_valid_pos and the durable marks they carry. A candidate s needs the
+     * magic bytes 'P','E' at s + 18; find them with memchr, then check the rest. */
     uint64_t s = off + 1;
     while (len >= PE_RECORD_HEADER_SIZE && s <= len - PE_RECORD_HEADER_SIZE) {
         const char *m = memchr(buf + s + 18, 'P', (size_t)(len - PE_RECORD_HEADER_SIZE - s + 1));
         if (m == NULL)
             break;
         s = (uint64_t)(m - buf) - 18;
-        if (record_valid(buf, len, s, buf_pos + s) != 0) {
-            r.tail_state = PE_TAIL_CORRUPT;
-            r.next_valid_pos = buf_pos + s;
-            break;
+        uint64_t total = record_valid(buf, len, s, buf_pos + s, &mark);
+        if (total != 0) {
+            if (r.tail_state != PE_TAIL_CORRUPT) {
+                r.tail_state = PE_TAIL_CORRUPT;
+                r.next_valid_pos = buf_pos + s;
+            }
+            s += total;
+        } else {
+            s++;
         }
-        s++;
     }
+    r.durable_mark = mark;
     *out = r;
+    return PE_OK;
+}
+
+int pe_section_verify(const char *buf, uint64_t len, uint64_t *out_n_bytes)
+{
+    if (buf == NULL || len < PE_SECTION_HEADER_SIZE)
+        return PE_ERR_INVAL;
+    uint64_t n = ld32(buf + 20);
+    if (out_n_bytes)
+        *out_n_bytes = n;
+    if (len - PE_SECTION_HEADER_SIZE != n)
+        return PE_ERR_CORRUPT;
+    if (crc(buf + PE_SECTION_HEADER_SIZE, (size_t)n) != ld32(buf + 24))
+        return PE_ERR_CORRUPT;
     return PE_OK;
 }

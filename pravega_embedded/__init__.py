@@ -3,11 +3,16 @@
 Layout (dependencies point one way, top to bottom):
 
 - ``_native``      cffi binding of the C core in ``csrc/`` (framing, CRC32C, journal, group commit)
-- core modules     ``store`` (open, topology, append path), ``journal``, ``metadata`` (LMDB),
-                   ``segment``, ``stream``, ``writer``, ``reader``, ``arrow``, ``routing``,
-                   ``staging``/``records``/``replay`` (BYTES and MERGE records),
-                   ``transactions``, ``largeevents``, ``bytestream``,
-                   ``streamcut``, ``events``, ``serializers``, ``config``, ``names``, ``errors``
+- engine           ``engine`` (the internals an open store shares), ``failstop`` (the fail-stop
+                   latch and the loggers), ``journal`` (files, recovery, appends, positions,
+                   checked reads), ``metadata`` (LMDB), ``segindex`` (sections, tail cache),
+                   ``journalfiles`` (files table, pins, reclaiming), ``checkpoint``,
+                   ``sequences``, ``replay``, ``records``, ``storedir`` (lock, marker)
+- streams          ``store`` (the public API), ``background`` (threads, status), ``append``,
+                   ``segsource``, ``reader``, ``writer``, ``staging``, ``transactions``,
+                   ``largeevents``, ``bytestream``, ``scaling``, ``retention``, ``watermarks``,
+                   ``segment``, ``stream``, ``arrow``, ``routing``, ``streamcut``, ``events``,
+                   ``serializers``, ``config``, ``names``, ``errors``
 - ``readergroup``  reader groups, checkpoints, positions (built on the core; registers the
                    service behind ``store.create_reader_group``)
 - ``tiering``      built on the core
@@ -24,7 +29,10 @@ Quick start::
         table = store.read_slice("iot", "sensors").to_arrow()
 """
 
+import logging as _logging
+
 from . import errors
+from .background import BackgroundFailure, StoreStatus
 from .bytestream import ByteStream
 from .config import RetentionPolicy, ScalingPolicy, StreamConfiguration
 from .events import EventPointer, EventRead
@@ -50,11 +58,17 @@ from .writer import MAX_EVENT_SIZE, EventStreamWriter
 
 __version__ = "0.1.0"
 
+# Silent by default: the library logs (``pravega_embedded.engine``, ``pravega_embedded.streams``)
+# only where the application configures logging.
+_logging.getLogger("pravega_embedded").addHandler(_logging.NullHandler())
+
 __all__ = [
     "errors",
     "open",
     "open_temporary",
     "Store",
+    "StoreStatus",
+    "BackgroundFailure",
     "StreamConfiguration",
     "ScalingPolicy",
     "RetentionPolicy",

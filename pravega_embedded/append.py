@@ -1,12 +1,12 @@
 """The append path: one writer batch becomes one journal record, shared by all writers.
 
 Owns: building a batch's section and group descriptors for the C journal, assigning segment
-offsets, the tail cache and pending index entries of appended sections, and re-routing a batch
-whose segment a scaling sealed meanwhile.
+offsets, handing the appended sections to the segment index (with the record as their cached
+bytes), and re-routing a batch whose segment a scaling sealed meanwhile.
 
 Invariants:
-  1. Under the store's append lock a batch's segment offsets are assigned and its record reaches
-     the journal in the same order, so segment offsets match journal order (store invariant 2).
+  1. Under the engine's append lock a batch's segment offsets are assigned and its record
+     reaches the journal in the same order, so segment offsets match journal order.
   2. A batch routed to a segment sealed by a scaling is re-routed (each key to the open segment
      owning it now, keyless groups spread) and tried again; a stream seal raises instead. So no
      append ever reaches a sealed segment and a key's events never reach two open segments.
@@ -18,23 +18,33 @@ from __future__ import annotations
 
 import time
 from array import array
-from typing import Any
+from typing import TYPE_CHECKING
 
-from ._native import check, ffi, lib
+from ._native import ffi, lib
 from .errors import StreamNotFoundError, StreamSealedError
 from .routing import key_point, owner_index
+from .segindex import IndexEntry
+from .segment import Segment
 
-__all__ = ["append_events", "reroute", "try_append"]
+if TYPE_CHECKING:
+    from .engine import Engine
+    from .stream import StreamState
 
-Batch = dict[Any, list[tuple[bytes | None, list[bytes]]]]
+__all__ = ["append_events", "reroute", "try_append", "Batch"]
+
+Batch = dict[Segment, list[tuple[bytes | None, list[bytes]]]]
 _REC_FIXED = lib.PE_RECORD_HEADER_SIZE + lib.PE_EVENTS_HEADER_SIZE
 _SEC = lib.PE_SECTION_HEADER_SIZE
 _FRAME = lib.PE_FRAME_HEADER_SIZE
 _NO_KEY = lib.PE_NO_KEY
 _new_uncleared = ffi.new_allocator(should_clear_after_alloc=False)
+# A batch of at least this many payload bytes, averaging at least _BIG_EVENT per event, is
+# written from the events' own buffers (pe_journal_append_events_v: no copy, no tail cache).
+_BIG_BATCH = 1 << 20
+_BIG_EVENT = 64 << 10
 
 
-def reroute(st: Any, by_seg: Batch) -> Batch:
+def reroute(st: "StreamState", by_seg: Batch) -> Batch:
     """Move the groups of sealed segments to the open segments now owning their keys (keyless
     groups spread over them)."""
     lows, open_segs = st.routing
@@ -53,19 +63,20 @@ def reroute(st: Any, by_seg: Batch) -> Batch:
     return out
 
 
-def append_events(store: Any, st: Any, wid: bytes, first: int, last: int, by_seg: Batch) -> int:
+def append_events(engine: "Engine", st: "StreamState", wid: bytes, first: int, last: int,
+                  by_seg: Batch) -> int:
     """Append one writer batch (``{segment: [(key bytes or None, [event, ...]), ...]}``) as one
     journal record; re-route it while a scaling has sealed one of its segments. Returns the
     record's end position."""
     while True:
-        end = try_append(store, st, wid, first, last, by_seg)
+        end = try_append(engine, st, wid, first, last, by_seg)
         if end is not None:
             return end
         by_seg = reroute(st, by_seg)  # a scaling sealed a target meanwhile (invariant 2)
 
 
-def try_append(store: Any, st: Any, wid: bytes, first: int, last: int, by_seg: Batch,
-               out_entries: list[Any] | None = None) -> int | None:
+def try_append(engine: "Engine", st: "StreamState", wid: bytes, first: int, last: int,
+               by_seg: Batch, out_entries: list[tuple[Segment, IndexEntry]] | None = None) -> int | None:
     """Append one batch as one record unless one of its segments is sealed (then None). An
     empty ``wid`` writes a transaction's staged events: no writer sequence is kept;
     ``out_entries`` collects the (segment, index entry) pairs appended."""
@@ -95,13 +106,20 @@ def try_append(store: Any, st: Any, wid: bytes, first: int, last: int, by_seg: B
                 keys.append(kb)
                 extra += (_FRAME + len(kb)) * n
             evs += lst
-    payload = b"".join(evs)
     lens = array("I", map(len, evs))
+    total = sum(lens)
     keys_b = b"".join(keys)
-    size = _REC_FIXED + len(wid) + _SEC * nsec + extra + len(payload)
+    big = total >= _BIG_BATCH and total >= _BIG_EVENT * len(evs)
+    if big:
+        ptrs = ffi.new("char *[]", [ffi.from_buffer(e) for e in evs])  # alive until the call ends
+        size = _REC_FIXED + len(wid) + _SEC * nsec + extra
+    else:
+        payload = b"".join(evs)
+        size = _REC_FIXED + len(wid) + _SEC * nsec + extra + total
     out = _new_uncleared("char[]", size)  # C writes every byte: no zero-fill pass
     outs = ffi.new("uint64_t[3]")
-    with store._append_lock:
+    journal, index = engine.journal, engine.index
+    with engine.append_lock:
         if st.deleted:
             raise StreamNotFoundError(f"stream {st.key} was deleted")
         for si, seg in enumerate(segs):
@@ -110,42 +128,31 @@ def try_append(store: Any, st: Any, wid: bytes, first: int, last: int, by_seg: B
                     raise StreamSealedError(f"segment {seg.name} is sealed")
                 return None
             sections[si].segment_offset = seg.length
-        with store._journal.use() as handle:
-            status = lib.pe_journal_append_events(
-                handle, wid, len(wid), first, last, time.time_ns(), sections, nsec, groups,
-                ngroups, keys_b, len(keys_b), ffi.from_buffer("uint32_t[]", lens), len(evs),
-                payload, len(payload), out, size, outs, outs + 1, outs + 2)
-        if status != lib.PE_OK:
-            check(status, f"append to {st.key}")
-        rec_pos = outs[1]
-        view = memoryview(ffi.buffer(out))  # keeps `out` alive for the tail cache
-        entries = []
-        with store._index_lock:
+        what = f"append to {st.key}"
+        if big:
+            journal.append_events_v(
+                wid, len(wid), first, last, time.time_ns(), sections, nsec, groups, ngroups,
+                keys_b, len(keys_b), ffi.from_buffer("uint32_t[]", lens), ptrs, len(evs), out,
+                size, outs + 1, outs + 2, what=what)
+            items = [(seg, sections[si].n_bytes, sections[si].data_pos, None, sections[si].n_events)
+                     for si, seg in enumerate(segs)]
+        else:
+            journal.append_events(
+                wid, len(wid), first, last, time.time_ns(), sections, nsec, groups, ngroups, keys_b,
+                len(keys_b), ffi.from_buffer("uint32_t[]", lens), len(evs), payload, total,
+                out, size, outs, outs + 1, outs + 2, what=what)
+            rec_pos = outs[1]
+            view = memoryview(ffi.buffer(out))  # keeps `out` alive for the tail cache
+            items = []
             for si, seg in enumerate(segs):
                 sec = sections[si]
-                nbytes = sec.n_bytes
                 rel = sec.data_pos - rec_pos
-                entry = seg.add_section(seg.length, nbytes, sec.data_pos, view[rel : rel + nbytes],
-                                        None, sec.n_events)
-                entries.append(entry)
-                if out_entries is not None:
-                    out_entries.append((seg, entry))
-                store._idx_pending.append((seg, entry, sec.n_events))
-                seg.length += nbytes
-                seg.events_in += sec.n_events
-                seg.bytes_in += nbytes
-                store._dirty_lengths.add(seg.uid)
-            store._tail.append((size, entries))
-            store._tail_bytes += size
-            while store._tail_bytes > store.tail_cache_bytes and len(store._tail) > 1:
-                nb, old = store._tail.popleft()
-                store._tail_bytes -= nb
-                for e in old:
-                    e[3] = None
+                items.append((seg, sec.n_bytes, sec.data_pos, view[rel : rel + sec.n_bytes], sec.n_events))
+        entries = index.append(items, size)
+        if out_entries is not None:
+            out_entries.extend(zip(segs, entries))
         if wid:
-            wk = (st.key, wid.decode("utf-8", "surrogateescape"))
-            store._writer_seqs[wk] = last
-            store._dirty_writers[wk] = last
+            engine.seqs.note(st.key, wid.decode("utf-8", "surrogateescape"), last)
         end = outs[2]
     st.notify()
     return end

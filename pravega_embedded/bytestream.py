@@ -22,7 +22,7 @@ several threads) may read and write one byte stream at once.
 from __future__ import annotations
 
 import io
-from typing import Any
+from typing import TYPE_CHECKING, Any, Callable
 
 from .errors import (
     InvalidPositionError,
@@ -30,8 +30,12 @@ from .errors import (
     StreamNotFoundError,
     TruncatedDataError,
 )
-from .reader import SegmentSource
+from .segsource import SegmentSource
 from .staging import append_bytes
+
+if TYPE_CHECKING:
+    from .engine import Engine
+    from .stream import StreamState
 
 __all__ = ["ByteStream"]
 
@@ -39,13 +43,14 @@ __all__ = ["ByteStream"]
 class ByteStream(io.RawIOBase):
     """Create with ``store.create_byte_stream(scope, stream)``; see docs/byte-streams.md."""
 
-    def __init__(self, store: Any, st: Any) -> None:
+    def __init__(self, engine: "Engine", st: "StreamState", *, seal: Callable[[], None]) -> None:
         super().__init__()
-        self._store = store
+        self._engine = engine
+        self._seal = seal
         self._st = st
         self.scope, self.stream = st.scope, st.name
         (self._seg,) = st.segments.values()
-        self._src = SegmentSource(store, self._seg)
+        self._src = SegmentSource(engine, self._seg)
         self._pos = st.head.get(self._seg.segment_id, 0)
         self._written = 0  # journal end of this object's last write
         self._closing = False
@@ -63,8 +68,8 @@ class ByteStream(io.RawIOBase):
     def _check(self) -> None:
         if self.closed:
             raise ValueError(f"I/O operation on closed byte stream {self._st.key}")
-        if self._store._closed:
-            raise StoreClosedError(f"store {self._store.path} is closed")
+        if self._engine.closed:
+            raise StoreClosedError(f"store {self._engine.path} is closed")
         if self._st.deleted:
             raise StreamNotFoundError(f"stream {self._st.key} was deleted")
 
@@ -74,7 +79,7 @@ class ByteStream(io.RawIOBase):
         view = memoryview(b).cast("B")
         if not len(view):
             return 0
-        self._written, self._pos = append_bytes(self._store, self._st, self._seg, view,
+        self._written, self._pos = append_bytes(self._engine, self._st, self._seg, view,
                                                 f"write to byte stream {self._st.key}")
         return len(view)
 
@@ -84,7 +89,7 @@ class ByteStream(io.RawIOBase):
             return  # io's close() calls flush() once more: nothing left to do
         self._check()  # ValueError once closed, as for files
         if self._written:
-            self._store._journal.sync(self._written, None, what=f"flush of byte stream {self._st.key}")
+            self._engine.journal.wait_acked(self._written, None, what=f"flush of byte stream {self._st.key}")
 
     def readinto(self, b: Any) -> int:
         """Read up to ``len(b)`` bytes at the position into ``b``; 0 at the durable tail."""
@@ -99,11 +104,11 @@ class ByteStream(io.RawIOBase):
                 f"offset {pos} of byte stream {self._st.key} was truncated (head {head}); seek "
                 f"to {head} or later"
             )
-        journal = self._store._journal
-        visible = src.visible_length(journal.synced())
+        journal = self._engine.journal
+        visible = src.visible_length(journal.acked())
         if visible < min(seg.length, pos + len(out)):  # written, not yet durable: wait (inv. 3)
-            journal.sync(journal.state()[0], None, what=f"read of byte stream {self._st.key}")
-            visible = src.visible_length(journal.synced())
+            journal.wait_acked(journal.written(), None, what=f"read of byte stream {self._st.key}")
+            visible = src.visible_length(journal.acked())
         stop = min(visible, pos + len(out))
         got = 0
         while pos < stop:
@@ -147,7 +152,7 @@ class ByteStream(io.RawIOBase):
         if self.closed:
             return
         try:
-            if not self._store._closed and not self._st.deleted:
+            if not self._engine.closed and not self._st.deleted:
                 self.flush()
         finally:
             self._closing = True
@@ -165,7 +170,7 @@ class ByteStream(io.RawIOBase):
     def tail_offset(self) -> int:
         """The offset after the last durable byte."""
         self._check()
-        return self._src.visible_length(self._store._journal.synced())
+        return self._src.visible_length(self._engine.journal.acked())
 
     def available(self) -> int:
         """Bytes readable now without waiting."""
@@ -179,15 +184,15 @@ class ByteStream(io.RawIOBase):
             raise InvalidPositionError(
                 f"truncate_before needs an offset in [0, {self._seg.length}] of {self._st.key}, got {offset!r}"
             )
-        store = self._store
-        if store._truncate_full(self._st, {self._seg.segment_id: offset}, "truncate"):
-            store.checkpoint()
-            store._retention.reclaim()
+        engine = self._engine
+        if engine.truncate(self._st, {self._seg.segment_id: offset}, "truncate"):
+            engine.checkpoint()
+            engine.reclaim()
 
     def seal(self) -> None:
         """Flush, then seal the stream: no more writes, by anyone."""
         self.flush()
-        self._store.seal_stream(self.scope, self.stream)
+        self._seal()
 
     def __repr__(self) -> str:
         state = " closed" if self.closed else f" position={self._pos}"

@@ -3,6 +3,9 @@
 Every error a user can act on is a subclass of :class:`PravegaEmbeddedError` and also of the
 fitting builtin, so ``except LookupError`` or ``except ValueError`` work as expected. Messages
 name the scope, stream, segment or writer involved. The base class is never raised directly.
+An OS error number becomes a StorageError here, in one place (:func:`storage_error`), with the
+path and a hint; the C core's status codes (``_native.check``) and the engine's translation of
+OSError and LMDB errors (``translate``) both go through it.
 
 ::
 
@@ -43,7 +46,8 @@ name the scope, stream, segment or writer involved. The base class is never rais
     │   └── ReaderGroupClosedError
     ├── StoreLockedError                  (BlockingIOError) another process holds the store
     ├── StorageError                      (OSError)      the disk failed (errno attached)
-    │   └── StorageFullError                              ENOSPC: nothing acknowledged is lost
+    │   ├── StorageFullError                              ENOSPC: nothing acknowledged is lost
+    │   └── StoragePermissionError        (PermissionError) EACCES, EPERM, EROFS
     ├── CorruptDataError                  (OSError)      damaged bytes on disk
     │   └── FormatVersionError                           unknown magic / format version
     ├── DurabilityTimeoutError            (TimeoutError) flush(timeout=) expired
@@ -54,6 +58,9 @@ name the scope, stream, segment or writer involved. The base class is never rais
 """
 
 from __future__ import annotations
+
+import errno as _errno
+import os as _os
 
 __all__ = [
     "PravegaEmbeddedError",
@@ -94,6 +101,7 @@ __all__ = [
     "StoreLockedError",
     "StorageError",
     "StorageFullError",
+    "StoragePermissionError",
     "CorruptDataError",
     "FormatVersionError",
     "DurabilityTimeoutError",
@@ -262,6 +270,46 @@ class StorageError(PravegaEmbeddedError, OSError):
 
 class StorageFullError(StorageError):
     """The disk is full (ENOSPC). Unacknowledged events stay buffered; retry after freeing space."""
+
+
+class StoragePermissionError(StorageError, PermissionError):
+    """The store's files or directories cannot be read or written by this process (EACCES,
+    EPERM, EROFS): another user's store, a read-only mount, changed permissions."""
+
+
+_HINTS = {
+    _errno.ENOSPC: "the disk is full: free space, then flush again (unacknowledged events stay "
+                   "buffered)",
+    _errno.EDQUOT: "the disk quota is used up: free space or raise the quota",
+    _errno.EACCES: "check the owner and permissions of this path: the store must be readable and "
+                   "writable by this process",
+    _errno.EPERM: "the operation is not permitted here: check the owner and permissions",
+    _errno.EROFS: "the file system is read-only: remount it read-write or open a copy",
+    _errno.EIO: "the device reported an I/O error: check the disk (dmesg), then reopen the store",
+    _errno.EISDIR: "a directory is where a file belongs: the store directory was changed by "
+                   "hand",
+    _errno.ENOTDIR: "a file is where a directory belongs: the store directory was changed by hand",
+    _errno.EMFILE: "too many open files: raise the limit (ulimit -n)",
+    _errno.ENFILE: "the system has too many open files",
+}
+
+
+def storage_error(err: int, what: str, *, path: str | None = None,
+                  hint: str | None = None) -> StorageError:
+    """The StorageError for OS error number ``err`` in operation ``what`` on ``path``:
+    StorageFullError for ENOSPC and EDQUOT, StoragePermissionError for EACCES, EPERM and EROFS,
+    StorageError otherwise. The message names the operation, the path, the OS's words and a hint
+    (``hint``, or the usual one for that error)."""
+    if err in (_errno.ENOSPC, _errno.EDQUOT):
+        cls: type[StorageError] = StorageFullError
+    elif err in (_errno.EACCES, _errno.EPERM, _errno.EROFS):
+        cls = StoragePermissionError
+    else:
+        cls = StorageError
+    text = _os.strerror(err) if err else "failed"
+    where = f" ({path})" if path and path not in what else ""
+    hint = hint or _HINTS.get(err)
+    return cls(err, f"{what}{where}: {text}" + (f"; {hint}" if hint else ""))
 
 
 class CorruptDataError(PravegaEmbeddedError, OSError):

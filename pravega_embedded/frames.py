@@ -1,7 +1,9 @@
-"""Parsing event frames: reusable output arrays for the C frame parser.
+"""Parsing event frames: reusable output arrays for the C frame parser, and the frame constants.
 
 Owns: the arrays ``pe_parse_frames`` fills (frame offsets, payload lengths, key lengths), shared
-by readers (EventRead tuples) and slices (Arrow columns).
+by readers (EventRead tuples) and slices (Arrow columns); ``FRAME_HEADER_SIZE`` (a frame's u32
+payload length and u16 key length) and ``NO_KEY`` (the key length of an event without a key),
+the names every module uses for them (csrc/frames.c).
 
 Invariants:
   1. The C parser is never told to write more entries than the arrays hold (``max_events`` is
@@ -17,7 +19,16 @@ from typing import Any
 
 from ._native import check, ffi, lib
 
-__all__ = ["FrameParser"]
+__all__ = ["FrameParser", "FRAME_HEADER_SIZE", "NO_KEY", "frame_length"]
+
+FRAME_HEADER_SIZE = lib.PE_FRAME_HEADER_SIZE
+NO_KEY = lib.PE_NO_KEY
+
+
+def frame_length(payload_len: int, key_len: int) -> int:
+    """The bytes of a frame with a payload of ``payload_len`` and a key of ``key_len`` bytes
+    (``NO_KEY``: none)."""
+    return FRAME_HEADER_SIZE + (0 if key_len == NO_KEY else key_len) + payload_len
 
 
 class FrameParser:

@@ -24,18 +24,22 @@ Thread-safety: ``write_large`` is called by one writer thread (under the writer'
 from __future__ import annotations
 
 import struct
-from typing import Any, Callable
+from typing import TYPE_CHECKING, Any, Callable
 
 from ._native import ffi
 from .errors import CorruptDataError
+from .frames import FRAME_HEADER_SIZE, NO_KEY
 from .routing import key_point, owner_index
-from .staging import CHUNK, merge, pinned, stage
+from .staging import CHUNK, merge, stage
+
+if TYPE_CHECKING:
+    from .engine import Engine
+    from .stream import StreamState
 
 __all__ = ["LargeFrame", "read_large", "write_large", "DEFAULT_LARGE_EVENT_LIMIT"]
 
 DEFAULT_LARGE_EVENT_LIMIT = 1 << 30
 _FRAME_HEAD = struct.Struct("<IH")
-_NO_KEY = 0xFFFF
 
 
 class LargeFrame:
@@ -51,23 +55,23 @@ class LargeFrame:
 
     def frame(self) -> bytes:
         """The frame's bytes (a copy; for consumers that parse frames, such as Arrow)."""
-        kl = _NO_KEY if self.key is None else len(self.key)
+        kl = NO_KEY if self.key is None else len(self.key)
         return _FRAME_HEAD.pack(len(self.event), kl) + (self.key or b"") + self.event
 
 
-def write_large(store: Any, st: Any, writer_id: str, seq: int, kb: bytes | None, event: Any,
-                spread: int, on_append: Callable[[int], None] | None = None) -> int:
+def write_large(engine: "Engine", st: "StreamState", writer_id: str, seq: int, kb: bytes | None,
+                event: Any, spread: int, on_append: Callable[[int], None] | None = None) -> int:
     """Append one large event for the writer ``writer_id`` (sequence ``seq``); returns the
     MERGE record's end position once it is written (durable after a journal sync to it).
     ``on_append(end)`` runs as soon as the MERGE is in the journal (staging.merge)."""
     view = memoryview(event).cast("B")
-    head = _FRAME_HEAD.pack(len(view), _NO_KEY if kb is None else len(kb)) + (kb or b"")
+    head = _FRAME_HEAD.pack(len(view), NO_KEY if kb is None else len(kb)) + (kb or b"")
     first = CHUNK - len(head)
     pieces = [(head + view[:first], 1)]  # the frame's first chunk starts the event (invariant 1)
     pieces += ((view[a : a + CHUNK], 0) for a in range(first, len(view), CHUNK))
     what = f"large event for {st.key}"
-    with pinned(store):
-        refs = stage(store, pieces, what)
+    with engine.files.pinned():
+        refs = stage(engine, pieces, what)
 
         def plan() -> list[tuple[Any, list[tuple[int, int, int]]]]:
             lows, segs = st.routing
@@ -78,43 +82,45 @@ def write_large(store: Any, st: Any, writer_id: str, seq: int, kb: bytes | None,
             return [(seg, refs)]
 
         while True:
-            with store._ckpt_lock:
-                end = merge(store, st, plan, writer_id=writer_id, last_seq=seq, on_append=on_append)
+            end = merge(engine, st, plan, writer_id=writer_id, last_seq=seq, on_append=on_append)
             if end >= 0:
                 return end
 
 
 def read_large(src: Any, offset: int, limit: int, first: Any) -> tuple[LargeFrame, int]:
     """The large event whose frame starts at ``offset`` (``first`` = the bytes of its first
-    section, already read): (LargeFrame, offset after it)."""
+    section, already read) from ``src`` (a reader.SegmentSource): (LargeFrame, offset after
+    it)."""
     seg = src.seg
     pl, kl = _FRAME_HEAD.unpack_from(first, 0)
-    klen = 0 if kl == _NO_KEY else kl
-    flen = 6 + klen + pl
-    if offset + flen > limit or len(first) < 6 + klen:
+    klen = 0 if kl == NO_KEY else kl
+    flen = FRAME_HEADER_SIZE + klen + pl
+    if offset + flen > limit or len(first) < FRAME_HEADER_SIZE + klen:
         raise CorruptDataError(
             f"segment {seg.name}: the event at offset {offset} claims {flen} bytes, past the "
             f"readable end {limit}"
         )
-    key = None if kl == _NO_KEY else bytes(first[6 : 6 + klen])
+    key = None if kl == NO_KEY else bytes(first[FRAME_HEADER_SIZE : FRAME_HEADER_SIZE + klen])
     event = bytes(pl)  # invariant 3: filled in place below, before anyone else holds it
     dst = ffi.from_buffer(event)
-    got = len(first) - 6 - klen
+    got = len(first) - FRAME_HEADER_SIZE - klen
     if got > 0:
-        ffi.memmove(dst, memoryview(first)[6 + klen :], got)
+        ffi.memmove(dst, memoryview(first)[FRAME_HEADER_SIZE + klen :], got)
     at = offset + len(first)
-    journal = src.store._journal
+    journal = src.journal
     while got < pl:
-        start, end, pos, data, nev = src.section(at)
-        if nev != 0 or start != at:
+        entry, data = src.section(at)
+        if entry.n_events != 0 or entry.start != at:
             raise CorruptDataError(
                 f"segment {seg.name}: the large event at offset {offset} is cut short at {at}"
             )
-        n = min(end - start, pl - got)
+        n = min(entry.nbytes, pl - got)
         if data is not None:
             ffi.memmove(dst + got, data[:n], n)
-        else:  # straight from the file into the event: no chunk buffer
-            journal.pread_into(pos, ffi.buffer(dst + got, n))
+        elif n == entry.nbytes:  # straight from the file into the event: no chunk buffer
+            journal.read_section_into(entry.pos, n, ffi.buffer(dst + got, n))
+        else:
+            ffi.memmove(dst + got, journal.read_section(entry.pos, entry.nbytes, 0, n), n)
         got += n
         at += n
     return LargeFrame(event, key, flen), offset + flen

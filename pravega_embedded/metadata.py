@@ -2,7 +2,8 @@
 reader-group state, in LMDB.
 
 Owns: the LMDB environment under ``<store>/meta`` and every key in it (layout in
-docs/format.md, "Metadata").
+docs/format.md, "Metadata"), checking it before LMDB maps it, the checksum of every value, and
+turning every LMDB failure into an error of ``pravega_embedded.errors``.
 
 Invariants:
   1. ``applied_pos`` is the journal position up to which ``seglen``, ``writers`` and ``index``
@@ -20,30 +21,59 @@ Invariants:
   6. The ``files`` table says, per journal file, which segments have data in it and where that
      data ends; it is written with the checkpoint that indexes the data, so every section
      before ``applied_pos`` is accounted for (retention deletes files by it).
+  7. Every value is stored with a CRC32 of its key and bytes (format 4); a value that fails it,
+     or does not parse, is CorruptDataError, never a wrong answer or another exception. A
+     ``data.mdb`` that is missing, empty or shorter than its own meta page says is refused before
+     LMDB maps it (a truncated file would kill the process with SIGBUS).
+  8. A write transaction is durable when ``write()`` returns (commit, then ``env.sync``; not in
+     durability "none"); a failed commit or sync trips the store's fail-stop latch, and no write
+     begins after it.
 
 Thread-safety: every method may be called from any thread; LMDB serialises write transactions.
 """
 
 from __future__ import annotations
 
+import errno as _errno
 import hashlib
 import json
 import os
 import struct
+import zlib
+from contextlib import contextmanager
 from typing import Any, Callable, Iterable, Iterator
 
 import lmdb
 
-from .errors import CorruptDataError, FormatVersionError, StorageError
+from .errors import (
+    CorruptDataError,
+    FormatVersionError,
+    PravegaEmbeddedError,
+    StorageError,
+    StorageFullError,
+    storage_error,
+)
+from .failstop import FailStop
 
-__all__ = ["Metadata", "META_FORMAT_VERSION"]
+__all__ = ["Metadata", "META_FORMAT_VERSION", "check_lmdb_file"]
 
-META_FORMAT_VERSION = 3  # 2: scaling (segment graph), files and retention tables
+META_FORMAT_VERSION = 4  # 2: scaling (segment graph), files and retention tables
 # 3: transactions (txns table, staging segments), BYTES/MERGE journal records, byte streams
+# 4: a CRC32 after every value; journal format 2 (durable marks, section CRCs, ROLL records)
 _U64 = struct.Struct(">Q")
 _IDX_KEY = struct.Struct(">QQ")  # uid, segment offset
 _IDX_VAL = struct.Struct("<QII")  # journal position, framed bytes, events
 _LE64 = struct.Struct("<Q")
+_CRC = struct.Struct("<I")
+_DBS = (b"store", b"scopes", b"streams", b"segments", b"seglen", b"writers", b"index", b"groups",
+        b"files", b"retention", b"watermarks", b"txns")
+# LMDB's meta pages (lmdb.h, mdb.c): page header 16 bytes, then MDB_meta: magic u32, version
+# u32, address, mapsize, two MDB_db of 48 bytes (the first one's md_pad is the page size),
+# last page number, txn id; two copies, at offset 0 and at the page size.
+_MDB_MAGIC = 0xBEEFC0DE
+_MDB_META = struct.Struct("<16xII8x8xI44x48xQQ")
+# MDB error codes that mean the file is damaged or not an LMDB file of this version
+_DAMAGE = {-30796, -30797, -30795, -30794, -30793, -30782, -30781, -30780, -30784, -30785}
 
 
 def _writer_prefix(stream_key: str) -> bytes:
@@ -53,150 +83,250 @@ def _writer_prefix(stream_key: str) -> bytes:
 
 
 def _writer_key(stream_key: str, writer_id: str) -> bytes:
-    return _writer_prefix(stream_key) + writer_id.encode()
-
-
-def _floor(bases: list[int], pos: int) -> int | None:
-    """Index of the file holding journal position ``pos`` (None: before the first file)."""
-    from bisect import bisect_right
-    i = bisect_right(bases, pos) - 1
-    return None if i < 0 else i
+    return _writer_prefix(stream_key) + writer_id.encode("utf-8", "surrogateescape")
 
 
 def _json(obj: Any) -> bytes:
     return json.dumps(obj, separators=(",", ":"), sort_keys=True).encode()
 
 
-class Metadata:
-    """Typed access to the LMDB environment of one store."""
+def _seal(key: bytes, payload: bytes) -> bytes:
+    """A value as stored: the payload and the CRC32 of key and payload (invariant 7)."""
+    return payload + _CRC.pack(zlib.crc32(payload, zlib.crc32(key)))
 
-    def __init__(self, path: str, *, sync: bool, map_size: int = 1 << 32) -> None:
-        os.makedirs(path, exist_ok=True)
-        try:
-            self.env = lmdb.open(
-                path, max_dbs=16, map_size=map_size, sync=sync, metasync=sync, subdir=True,
-                readahead=False, max_readers=256,
-            )
-        except lmdb.Error as exc:
-            raise StorageError(f"cannot open metadata store {path}: {exc}") from exc
+
+def check_lmdb_file(path: str) -> None:
+    """Refuse a ``data.mdb`` that LMDB would misread or that would kill the process when
+    mapped: missing, empty, no valid meta page, or shorter than its meta page says."""
+    data = os.path.join(path, "data.mdb")
+    try:
+        with open(data, "rb") as f:
+            size = os.fstat(f.fileno()).st_size
+            head = f.read(_MDB_META.size)
+            metas = []
+            if len(head) == _MDB_META.size:
+                magic, version, psize, last_pg, txnid = _MDB_META.unpack(head)
+                if magic == _MDB_MAGIC and psize >= 512 and psize & (psize - 1) == 0:
+                    metas.append((txnid, last_pg, psize))
+                    f.seek(psize)
+                    other = f.read(_MDB_META.size)
+                    if len(other) == _MDB_META.size:
+                        m2, _, _, lp2, tx2 = _MDB_META.unpack(other)
+                        if m2 == _MDB_MAGIC:
+                            metas.append((tx2, lp2, psize))
+    except FileNotFoundError:
+        raise CorruptDataError(
+            f"metadata file {data} is missing, but the store exists: it cannot be opened without "
+            "it (restore meta/ from a backup); the store was not changed") from None
+    except OSError as exc:
+        raise storage_error(exc.errno or _errno.EIO, "read the metadata file", path=data) from exc
+    if size == 0:
+        raise CorruptDataError(f"metadata file {data} is empty, but the store exists: restore "
+                               "meta/ from a backup; the store was not changed")
+    if not metas:
+        raise CorruptDataError(f"metadata file {data} has no valid LMDB meta page: it is damaged "
+                               "or not an LMDB file; the store was not changed")
+    _, last_pg, psize = max(metas)
+    if size < (last_pg + 1) * psize or size < 2 * psize:
+        raise CorruptDataError(
+            f"metadata file {data} is cut short: {size} bytes, but its meta page names page "
+            f"{last_pg} of {psize} bytes; restore meta/ from a backup; the store was not changed")
+
+
+class Metadata:
+    """Typed, checked access to the LMDB environment of one store."""
+
+    def __init__(self, path: str, *, sync: bool, latch: FailStop, map_size: int = 1 << 32,
+                 create: bool = True) -> None:
         self.path = path
-        e = self.env
-        self._store = e.open_db(b"store")
-        self._scopes = e.open_db(b"scopes")
-        self._streams = e.open_db(b"streams")
-        self._segments = e.open_db(b"segments")
-        self._seglen = e.open_db(b"seglen")
-        self._writers = e.open_db(b"writers")
-        self._index = e.open_db(b"index")
-        self._groups = e.open_db(b"groups")
-        self._files = e.open_db(b"files")
-        self._retention = e.open_db(b"retention")
-        self._watermarks = e.open_db(b"watermarks")
-        self._txns = e.open_db(b"txns")
+        self._sync = sync
+        self._latch = latch
+        if not create:
+            check_lmdb_file(path)
+        try:
+            if create:
+                os.makedirs(path, exist_ok=True)
+            self.env = lmdb.open(path, max_dbs=16, map_size=map_size, sync=sync, metasync=False,
+                                 subdir=True, readahead=False, max_readers=256, create=create)
+        except (lmdb.Error, OSError) as exc:
+            raise self._translate(exc, "open the metadata store") from exc
+        with self._guard("open the metadata store"):
+            self._db = {name: self.env.open_db(name) for name in _DBS}
         self._check_format()
+
+    # ------------------------------------------------------------------ errors and values
+    def _translate(self, exc: BaseException, what: str) -> PravegaEmbeddedError:
+        """The library error for an LMDB or OS failure (invariants 7, 8)."""
+        if isinstance(exc, PravegaEmbeddedError):
+            return exc
+        code = getattr(exc, "code", 0) or getattr(exc, "errno", 0) or 0
+        if isinstance(exc, lmdb.MapFullError):
+            return StorageFullError(_errno.ENOSPC, f"{what}: the metadata store {self.path} is "
+                                    "full; open the store with a larger map_size")
+        if code in _DAMAGE or isinstance(exc, (lmdb.CorruptedError, lmdb.PageNotFoundError,
+                                                lmdb.InvalidError, lmdb.VersionMismatchError,
+                                                lmdb.BadTxnError, lmdb.PanicError)):
+            return CorruptDataError(f"{what}: the metadata store {self.path} is damaged ({exc}); "
+                                    "restore meta/ from a backup")
+        if isinstance(exc, (ValueError, UnicodeDecodeError, KeyError, TypeError, struct.error)):
+            return CorruptDataError(f"{what}: a damaged value in the metadata store {self.path} "
+                                    f"({exc!r})")
+        if code > 0:
+            return storage_error(code, what, path=self.path)
+        return StorageError(_errno.EIO, f"{what}: the metadata store {self.path} failed ({exc})")
+
+    @contextmanager
+    def _guard(self, what: str) -> Iterator[None]:
+        try:
+            yield
+        except (lmdb.Error, OSError, ValueError, KeyError, TypeError, struct.error) as exc:
+            if isinstance(exc, PravegaEmbeddedError):
+                raise
+            raise self._translate(exc, what) from exc
+
+    def _get(self, txn: lmdb.Transaction, db: bytes, key: bytes) -> bytes | None:
+        raw = txn.get(key, db=self._db[db])
+        return None if raw is None else self._open(db, key, raw)
+
+    def _open(self, db: bytes, key: bytes, raw: bytes) -> bytes:
+        """The payload of a stored value, checked (invariant 7)."""
+        if len(raw) < 4 or _CRC.unpack_from(raw, len(raw) - 4)[0] != \
+                zlib.crc32(raw[:-4], zlib.crc32(key)):
+            raise CorruptDataError(
+                f"metadata store {self.path}: the value of {db.decode()}/{key!r} fails its "
+                "checksum: the metadata is damaged (restore meta/ from a backup)")
+        return raw[:-4]
+
+    def _put(self, txn: lmdb.Transaction, db: bytes, key: bytes, payload: bytes) -> None:
+        txn.put(key, _seal(key, payload), db=self._db[db])
+
+    def _items(self, txn: lmdb.Transaction, db: bytes) -> Iterator[tuple[bytes, bytes]]:
+        for k, v in txn.cursor(db=self._db[db]):
+            yield k, self._open(db, k, v)
+
+    @contextmanager
+    def _read(self, what: str) -> Iterator[lmdb.Transaction]:
+        with self._guard(what), self.env.begin() as txn:
+            yield txn
+
+    @contextmanager
+    def write(self, what: str = "metadata write") -> Iterator[lmdb.Transaction]:
+        """A write transaction, durable when the ``with`` block ends (invariant 8)."""
+        self._latch.check()
+        try:
+            with self.env.begin(write=True) as txn:
+                yield txn
+            if self._sync:
+                self.env.sync(True)
+        except (lmdb.Error, OSError) as exc:
+            if isinstance(exc, PravegaEmbeddedError):
+                raise  # raised by the caller's block: the transaction was aborted
+            err = self._translate(exc, what)
+            if isinstance(err, StorageError) and not isinstance(exc, lmdb.MapFullError):
+                raise self._latch.trip(err.errno or _errno.EIO, f"{what}: metadata commit", exc) from exc
+            raise err from exc
 
     # ------------------------------------------------------------------ format / store keys
     def _check_format(self) -> None:
-        with self.env.begin(write=True) as txn:
-            raw = txn.get(b"format_version", db=self._store)
+        with self._guard("check the metadata format"), self.write("check the metadata format") as txn:
+            raw = txn.get(b"format_version", db=self._db[b"store"])
             if raw is None:
-                txn.put(b"format_version", _LE64.pack(META_FORMAT_VERSION), db=self._store)
-                txn.put(b"next_uid", _LE64.pack(1), db=self._store)
-                txn.put(b"files_built", b"1", db=self._store)
+                if any(txn.stat(self._db[n])["entries"] for n in _DBS if n != b"store"):
+                    raise CorruptDataError(f"metadata store {self.path} has no format version")
+                for key, val in ((b"format_version", _LE64.pack(META_FORMAT_VERSION)),
+                                 (b"next_uid", _LE64.pack(1)), (b"files_built", b"1")):
+                    self._put(txn, b"store", key, val)
                 return
-            version = _LE64.unpack(raw)[0]
+            version = _LE64.unpack(raw[:8])[0] if len(raw) in (8, 12) else 0
             if not 1 <= version <= META_FORMAT_VERSION:
                 raise FormatVersionError(
                     f"metadata store {self.path} has format version {version}; this release "
-                    f"reads 1..{META_FORMAT_VERSION}"
-                )
+                    f"reads 1..{META_FORMAT_VERSION}")
             if version < META_FORMAT_VERSION:
-                # upgrade in place (docs/format.md, "Versions"): records without the new fields
-                # read as unscaled; the files table is rebuilt at open (``rebuild_files``). A
-                # release that reads only version 1 refuses the store from now on, as it should:
-                # it would misread scaled streams and deleted journal files.
-                txn.put(b"format_version", _LE64.pack(META_FORMAT_VERSION), db=self._store)
+                self._upgrade(txn)
+            else:
+                self._open(b"store", b"format_version", raw)
+
+    def _upgrade(self, txn: lmdb.Transaction) -> None:
+        """Upgrade a store of format 1..3 in place (docs/format.md, "Versions"): every value
+        gets its checksum; records without the fields of later formats read with defaults and
+        a version-1 store's files table is rebuilt at open (``rebuild_files``). A release that
+        reads only older versions refuses the store from now on, as it should."""
+        for name in _DBS:
+            db = self._db[name]
+            items = list(txn.cursor(db=db))
+            for k, v in items:
+                txn.put(k, _seal(k, bytes(v)), db=db)
+        self._put(txn, b"store", b"format_version", _LE64.pack(META_FORMAT_VERSION))
 
     def applied_pos(self) -> int | None:
-        with self.env.begin() as txn:
-            raw = txn.get(b"applied_pos", db=self._store)
+        with self._read("read the applied position") as txn:
+            raw = self._get(txn, b"store", b"applied_pos")
         return None if raw is None else _LE64.unpack(raw)[0]
 
     def allocate_uids(self, txn: lmdb.Transaction, n: int) -> list[int]:
-        first = _LE64.unpack(txn.get(b"next_uid", db=self._store))[0]
-        txn.put(b"next_uid", _LE64.pack(first + n), db=self._store)
+        with self._guard("allocate segment uids"):
+            first = _LE64.unpack(self._get(txn, b"store", b"next_uid") or b"")[0]
+            self._put(txn, b"store", b"next_uid", _LE64.pack(first + n))
         return list(range(first, first + n))
-
-    def write(self) -> lmdb.Transaction:
-        """A write transaction (use as a context manager)."""
-        return self.env.begin(write=True)
 
     # ------------------------------------------------------------------ scopes / streams
     def scopes(self) -> list[str]:
-        with self.env.begin() as txn:
-            return [k.decode() for k, _ in txn.cursor(db=self._scopes)]
+        with self._read("list scopes") as txn:
+            return [k.decode() for k, _ in self._items(txn, b"scopes")]
 
     def has_scope(self, scope: str, txn: lmdb.Transaction | None = None) -> bool:
-        if txn is not None:
-            return txn.get(scope.encode(), db=self._scopes) is not None
-        with self.env.begin() as t:
-            return t.get(scope.encode(), db=self._scopes) is not None
+        with self._guard(f"look up scope {scope!r}"):
+            if txn is not None:
+                return self._get(txn, b"scopes", scope.encode()) is not None
+            with self.env.begin() as t:
+                return self._get(t, b"scopes", scope.encode()) is not None
 
     def put_scope(self, txn: lmdb.Transaction, scope: str, info: dict[str, Any]) -> None:
-        txn.put(scope.encode(), _json(info), db=self._scopes)
+        self._put(txn, b"scopes", scope.encode(), _json(info))
 
     def delete_scope(self, txn: lmdb.Transaction, scope: str) -> None:
-        txn.delete(scope.encode(), db=self._scopes)
+        txn.delete(scope.encode(), db=self._db[b"scopes"])
 
-    def streams(self, txn: lmdb.Transaction | None = None) -> Iterator[tuple[str, dict[str, Any]]]:
+    def streams(self) -> list[tuple[str, dict[str, Any]]]:
         """All streams as (``scope/stream``, record)."""
-        if txn is None:
-            with self.env.begin() as t:
-                items = [(k.decode(), json.loads(v)) for k, v in t.cursor(db=self._streams)]
-            yield from items
-            return
-        for k, v in txn.cursor(db=self._streams):
-            yield k.decode(), json.loads(v)
-
-    def get_stream(self, txn: lmdb.Transaction, key: str) -> dict[str, Any] | None:
-        raw = txn.get(key.encode(), db=self._streams)
-        return None if raw is None else json.loads(raw)
+        with self._read("read the streams") as txn:
+            return [(k.decode(), json.loads(v)) for k, v in self._items(txn, b"streams")]
 
     def put_stream(self, txn: lmdb.Transaction, key: str, record: dict[str, Any]) -> None:
-        txn.put(key.encode(), _json(record), db=self._streams)
+        self._put(txn, b"streams", key.encode(), _json(record))
 
     def delete_stream(self, txn: lmdb.Transaction, key: str, uids: Iterable[int]) -> None:
         """Remove a stream with its segments, lengths, index entries and writer sequences."""
-        txn.delete(key.encode(), db=self._streams)
+        txn.delete(key.encode(), db=self._db[b"streams"])
         self.delete_segments(txn, uids)
-        txn.delete(key.encode(), db=self._retention)
-        txn.delete(key.encode(), db=self._watermarks)
+        txn.delete(key.encode(), db=self._db[b"retention"])
+        txn.delete(key.encode(), db=self._db[b"watermarks"])
         prefix = _writer_prefix(key)
-        cur = txn.cursor(db=self._writers)
+        cur = txn.cursor(db=self._db[b"writers"])
         if cur.set_range(prefix):
             while cur.key().startswith(prefix):
                 if not cur.delete():
                     break
 
     # ------------------------------------------------------------------ segments
-    def segments(self) -> Iterator[tuple[int, dict[str, Any], int]]:
+    def segments(self) -> list[tuple[int, dict[str, Any], int]]:
         """All segments as (uid, record, checkpointed length)."""
-        with self.env.begin() as txn:
-            lens = {_U64.unpack(k)[0]: _LE64.unpack(v)[0] for k, v in txn.cursor(db=self._seglen)}
-            items = [(_U64.unpack(k)[0], json.loads(v)) for k, v in txn.cursor(db=self._segments)]
-        for uid, rec in items:
-            yield uid, rec, lens.get(uid, 0)
+        with self._read("read the segments") as txn:
+            lens = {_U64.unpack(k)[0]: _LE64.unpack(v)[0] for k, v in self._items(txn, b"seglen")}
+            items = [(_U64.unpack(k)[0], json.loads(v)) for k, v in self._items(txn, b"segments")]
+        return [(uid, rec, lens.get(uid, 0)) for uid, rec in items]
 
     def put_segment(self, txn: lmdb.Transaction, uid: int, record: dict[str, Any]) -> None:
-        txn.put(_U64.pack(uid), _json(record), db=self._segments)
+        self._put(txn, b"segments", _U64.pack(uid), _json(record))
 
     def delete_segments(self, txn: lmdb.Transaction, uids: Iterable[int]) -> None:
         """Remove segments with their lengths and index entries."""
         for uid in uids:
             k = _U64.pack(uid)
-            txn.delete(k, db=self._segments)
-            txn.delete(k, db=self._seglen)
-            cur = txn.cursor(db=self._index)
+            txn.delete(k, db=self._db[b"segments"])
+            txn.delete(k, db=self._db[b"seglen"])
+            cur = txn.cursor(db=self._db[b"index"])
             if cur.set_range(k):
                 while cur.key()[:8] == k:
                     if not cur.delete():
@@ -205,114 +335,127 @@ class Metadata:
     # ------------------------------------------------------------------ transactions
     def txns(self) -> list[tuple[str, dict[str, Any]]]:
         """Every transaction record as (id hex, record)."""
-        with self.env.begin() as txn:
-            return [(k.decode(), json.loads(v)) for k, v in txn.cursor(db=self._txns)]
+        with self._read("read the transactions") as txn:
+            return [(k.decode(), json.loads(v)) for k, v in self._items(txn, b"txns")]
+
+    def has_txn(self, txn: lmdb.Transaction, txn_id: str) -> bool:
+        return txn.get(txn_id.encode(), db=self._db[b"txns"]) is not None
 
     def put_txn(self, txn: lmdb.Transaction, txn_id: str, record: dict[str, Any]) -> None:
-        txn.put(txn_id.encode(), _json(record), db=self._txns)
+        self._put(txn, b"txns", txn_id.encode(), _json(record))
 
     def delete_txn(self, txn: lmdb.Transaction, txn_id: str) -> None:
-        txn.delete(txn_id.encode(), db=self._txns)
+        txn.delete(txn_id.encode(), db=self._db[b"txns"])
 
     # ------------------------------------------------------------------ writers
     def writer_seq(self, stream_key: str, writer_id: str) -> int | None:
-        with self.env.begin() as txn:
-            raw = txn.get(_writer_key(stream_key, writer_id), db=self._writers)
+        with self._read(f"read writer {writer_id!r} of {stream_key}") as txn:
+            raw = self._get(txn, b"writers", _writer_key(stream_key, writer_id))
         return None if raw is None else _LE64.unpack(raw)[0]
 
     # ------------------------------------------------------------------ reader groups
-    def groups(self) -> list[tuple[str, bytes]]:
-        """Every reader group as (name, raw JSON state)."""
-        with self.env.begin() as txn:
-            return [(k.decode(), bytes(v)) for k, v in txn.cursor(db=self._groups)]
+    def groups(self) -> list[tuple[str, bytes | CorruptDataError]]:
+        """Every reader group as (name, raw JSON state), or (name, the CorruptDataError of its
+        damaged value): one damaged group does not hide the others."""
+        out: list[tuple[str, bytes | CorruptDataError]] = []
+        with self._read("read the reader groups") as txn:
+            for k, raw in txn.cursor(db=self._db[b"groups"]):
+                name = bytes(k).decode("utf-8", "replace")
+                try:
+                    out.append((name, self._open(b"groups", k, raw)))
+                except CorruptDataError as exc:
+                    out.append((name, exc))
+        return out
 
     def put_group(self, name: str, raw: bytes, expected_revision: int | None) -> bool:
         """Write a group's state if its stored revision is ``expected_revision`` (None: the
         group must not exist). False when another writer got there first (invariant 5)."""
         key = name.encode()
-        with self.env.begin(write=True) as txn:
-            cur = txn.get(key, db=self._groups)
+        with self.write(f"update reader group {name!r}") as txn:
+            cur = self._get(txn, b"groups", key)
             stored = None if cur is None else json.loads(cur).get("revision")
             if stored != expected_revision:
                 return False
-            txn.put(key, raw, db=self._groups)
+            self._put(txn, b"groups", key, raw)
         return True
 
     def delete_group(self, name: str) -> bool:
-        with self.env.begin(write=True) as txn:
-            return txn.delete(name.encode(), db=self._groups)
+        with self.write(f"delete reader group {name!r}") as txn:
+            return txn.delete(name.encode(), db=self._db[b"groups"])
 
     # ------------------------------------------------------------------ journal files
     def files(self) -> dict[int, dict[int, int]] | None:
         """``{file base: {segment uid: end offset of its last section in that file}}``, or
         None if this store predates the table (``rebuild_files`` fills it)."""
-        with self.env.begin() as txn:
-            if txn.get(b"files_built", db=self._store) is None:
+        with self._read("read the files table") as txn:
+            if self._get(txn, b"store", b"files_built") is None:
                 return None
             return {_U64.unpack(k)[0]: {int(u): e for u, e in json.loads(v).items()}
-                    for k, v in txn.cursor(db=self._files)}
+                    for k, v in self._items(txn, b"files")}
 
     def rebuild_files(self, bases: list[int]) -> dict[int, dict[int, int]]:
         """Fill the files table from the segment index (stores written before it existed)."""
+        from bisect import bisect_right
         out: dict[int, dict[int, int]] = {}
-        with self.env.begin(write=True) as txn:
-            for k, v in txn.cursor(db=self._index):
+        with self.write("rebuild the files table") as txn:
+            for k, v in self._items(txn, b"index"):
                 uid, start = _IDX_KEY.unpack(k)
                 pos, nbytes, _ = _IDX_VAL.unpack(v)
-                i = _floor(bases, pos)
-                if i is None:
+                i = bisect_right(bases, pos) - 1
+                if i < 0:
                     continue
                 d = out.setdefault(bases[i], {})
                 d[uid] = max(d.get(uid, 0), start + nbytes)
             for base, d in out.items():
-                txn.put(_U64.pack(base), _json({str(u): e for u, e in d.items()}), db=self._files)
-            txn.put(b"files_built", b"1", db=self._store)
+                self._put(txn, b"files", _U64.pack(base), _json({str(u): e for u, e in d.items()}))
+            self._put(txn, b"store", b"files_built", b"1")
         return out
 
     def drop_files(self, bases: Iterable[int]) -> None:
-        with self.env.begin(write=True) as txn:
+        with self.write("drop rows of the files table") as txn:
             for base in bases:
-                txn.delete(_U64.pack(base), db=self._files)
+                txn.delete(_U64.pack(base), db=self._db[b"files"])
 
     # ------------------------------------------------------------------ marks per stream
     # Retention marks ``[ns, total, cut]`` and watermarks ``[lower, upper, cut]``: per stream, a
     # JSON list of (two ints, a frontier ``{sid: offset}``), rewritten whole.
     def retention_marks(self) -> list[tuple[str, list[Any]]]:
         """Every stream's retention marks as (``scope/stream``, [[ns, total, {sid: off}]])."""
-        return self._marks(self._retention)
+        return self._marks(b"retention")
 
     def put_retention_marks(self, marks: dict[str, list[Any]]) -> None:
-        self._put_marks(self._retention, marks)
+        self._put_marks(b"retention", marks)
 
     def watermarks(self) -> list[tuple[str, list[Any]]]:
         """Every stream's watermarks as (``scope/stream``, [[lower, upper, {sid: off}]])."""
-        return self._marks(self._watermarks)
+        return self._marks(b"watermarks")
 
     def put_watermarks(self, marks: dict[str, list[Any]]) -> None:
-        self._put_marks(self._watermarks, marks)
+        self._put_marks(b"watermarks", marks)
 
-    def _marks(self, db: Any) -> list[tuple[str, list[Any]]]:
-        with self.env.begin() as txn:
-            return [(k.decode(), json.loads(v)) for k, v in txn.cursor(db=db)]
+    def _marks(self, db: bytes) -> list[tuple[str, list[Any]]]:
+        with self._read(f"read {db.decode()}") as txn:
+            return [(k.decode(), json.loads(v)) for k, v in self._items(txn, db)]
 
-    def _put_marks(self, db: Any, marks: dict[str, list[Any]]) -> None:
-        with self.env.begin(write=True) as txn:
+    def _put_marks(self, db: bytes, marks: dict[str, list[Any]]) -> None:
+        with self.write(f"write {db.decode()}") as txn:
             for key, lst in marks.items():
-                if txn.get(key.encode(), db=self._streams) is None:
+                if txn.get(key.encode(), db=self._db[b"streams"]) is None:
                     continue  # deleted meanwhile
-                txn.put(key.encode(), _json([[a, b, {str(k): v for k, v in cut.items()}]
-                                             for a, b, cut in lst]), db=db)
+                self._put(txn, db, key.encode(), _json([[a, b, {str(k): v for k, v in cut.items()}]
+                                                         for a, b, cut in lst]))
 
     def drop_index_before(self, txn: lmdb.Transaction, uid: int, offset: int) -> None:
         """Delete segment ``uid``'s index entries of sections ending at or before ``offset``
         (truncated: never read again)."""
         k = _U64.pack(uid)
-        cur = txn.cursor(db=self._index)
+        cur = txn.cursor(db=self._db[b"index"])
         if not cur.set_range(k):
             return
         while cur.key()[:8] == k:
-            _, start = _IDX_KEY.unpack(cur.key())
-            _, nbytes, _ = _IDX_VAL.unpack(cur.value())
+            key = cur.key()
+            _, start = _IDX_KEY.unpack(key)
+            _, nbytes, _ = _IDX_VAL.unpack(self._open(b"index", key, cur.value()))
             if start + nbytes > offset:
                 break
             if not cur.delete():
@@ -324,12 +467,13 @@ class Metadata:
         events), in offset order."""
         k = _U64.pack(uid)
         out = []
-        with self.env.begin() as txn:
-            cur = txn.cursor(db=self._index)
+        with self._read(f"read the index of segment uid {uid}") as txn:
+            cur = txn.cursor(db=self._db[b"index"])
             if cur.set_range(k):
                 while cur.key()[:8] == k:
-                    _, start = _IDX_KEY.unpack(cur.key())
-                    out.append((start, *_IDX_VAL.unpack(cur.value())))
+                    key = cur.key()
+                    _, start = _IDX_KEY.unpack(key)
+                    out.append((start, *_IDX_VAL.unpack(self._open(b"index", key, cur.value()))))
                     if not cur.next():
                         break
         return out
@@ -338,8 +482,8 @@ class Metadata:
         """The index entry of segment ``uid`` with the greatest start <= offset:
         (start offset, journal position, framed bytes, events), or None."""
         key = _IDX_KEY.pack(uid, offset)
-        with self.env.begin() as txn:
-            cur = txn.cursor(db=self._index)
+        with self._read(f"read the index of segment uid {uid}") as txn:
+            cur = txn.cursor(db=self._db[b"index"])
             if cur.set_range(key):
                 if cur.key() != key and not cur.prev():
                     return None
@@ -351,7 +495,7 @@ class Metadata:
             kuid, start = _IDX_KEY.unpack(k)
             if kuid != uid:
                 return None
-            pos, nbytes, nevents = _IDX_VAL.unpack(cur.value())
+            pos, nbytes, nevents = _IDX_VAL.unpack(self._open(b"index", k, cur.value()))
             return start, pos, nbytes, nevents
 
     # ------------------------------------------------------------------ checkpoint
@@ -368,29 +512,28 @@ class Metadata:
         ``files`` are rows of the files table to write (see ``files``); each of ``extra`` is
         called with the write transaction, last (writes that belong to this checkpoint)."""
         live = set()
-        with self.env.begin(write=True) as txn:
+        segs = self._db[b"segments"]
+        with self.write("checkpoint") as txn:
             for uid, length in lengths.items():
                 k = _U64.pack(uid)
-                if txn.get(k, db=self._segments) is None:
+                if txn.get(k, db=segs) is None:
                     continue  # deleted meanwhile
                 live.add(uid)
-                txn.put(k, _LE64.pack(length), db=self._seglen)
+                self._put(txn, b"seglen", k, _LE64.pack(length))
+            streams = self._db[b"streams"]
             for (skey, wid), seq in writers.items():
-                if txn.get(skey.encode(), db=self._streams) is not None:
-                    txn.put(_writer_key(skey, wid), _LE64.pack(seq), db=self._writers)
-            put = txn.put
+                if txn.get(skey.encode(), db=streams) is not None:
+                    self._put(txn, b"writers", _writer_key(skey, wid), _LE64.pack(seq))
+            put = self._put
             for uid, start, pos, nbytes, nevents in index:
-                if uid in live or txn.get(_U64.pack(uid), db=self._segments) is not None:
+                if uid in live or txn.get(_U64.pack(uid), db=segs) is not None:
                     live.add(uid)
-                    put(_IDX_KEY.pack(uid, start), _IDX_VAL.pack(pos, nbytes, nevents), db=self._index)
+                    put(txn, b"index", _IDX_KEY.pack(uid, start), _IDX_VAL.pack(pos, nbytes, nevents))
             for base, d in (files or {}).items():
-                txn.put(_U64.pack(base), _json({str(u): e for u, e in d.items()}), db=self._files)
+                put(txn, b"files", _U64.pack(base), _json({str(u): e for u, e in d.items()}))
             for fn in extra:
                 fn(txn)
-            txn.put(b"applied_pos", _LE64.pack(applied_pos), db=self._store)
-
-    def sync(self) -> None:
-        self.env.sync(True)
+            put(txn, b"store", b"applied_pos", _LE64.pack(applied_pos))
 
     def close(self) -> None:
         self.env.close()

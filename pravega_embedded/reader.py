@@ -1,16 +1,15 @@
-"""Reading: segment chunks, standalone readers, and slices between two StreamCuts.
+"""Reading streams: standalone readers, and slices between two StreamCuts.
 
-Owns: finding a segment's bytes at an offset (tail cache in memory, else the journal through
-the in-memory or LMDB section index), turning frames into EventRead tuples (the frames are
-parsed in C once per chunk), the standalone reader, and Slice (iterate, Arrow, pandas).
+Owns: the standalone reader (a position per segment, successors reached only after their
+predecessors, waiting at the tail) and Slice (a snapshot between two cuts: iterate it, or turn
+it into Arrow or pandas). One segment's bytes and events come from ``segsource``.
 
 Invariants:
-  1. Only durable data is visible: a section is read only once the journal is synced past it.
-  2. Reads start and stop at frame boundaries; a cut offset that is not one is rejected
-     (InvalidStreamCutError), never parsed as garbage.
-  3. Within a segment, events come back in offset order, so per-key order is write order.
-  4. A waiting reader sleeps on the stream's condition (woken by appends, seal, delete) or in
-     the journal's sync wait; it never polls.
+  1. Only acknowledged data is visible (segsource invariant 1).
+  2. Within a segment, events come back in offset order, so per-key order is write order; a
+     segment is read only after all its predecessors are read to their end.
+  3. A waiting reader sleeps on the stream's condition (woken by appends, seal, delete) or in
+     the journal's acknowledgement wait; it never polls.
 
 Thread-safety: a reader is used by one thread at a time; ``close()`` from any thread. Slices are
 read-only snapshots and may be iterated from several threads (each iteration is independent).
@@ -18,228 +17,31 @@ read-only snapshots and may be iterated from several threads (each iteration is 
 
 from __future__ import annotations
 
-import struct
 import time
-from typing import Any, Iterator
+from typing import TYPE_CHECKING, Any, Iterator
 
-from ._native import ffi
 from .errors import (
-    CorruptDataError,
-    InvalidConfigurationError,
-    InvalidEventPointerError,
     InvalidStreamCutError,
     ReaderClosedError,
-    StorageError,
     StoreClosedError,
     StreamNotFoundError,
     TruncatedDataError,
 )
 from .events import EventRead
 from .frames import FrameParser
-from .largeevents import LargeFrame, read_large
+from .largeevents import LargeFrame
+from .segsource import SegmentSource, deadline_of, events_from
 from .serializers import resolve
 
-__all__ = ["EventStreamReader", "Slice", "SegmentSource", "deadline_of", "visible_lengths"]
+if TYPE_CHECKING:
+    from .engine import Engine
+    from .stream import StreamState
 
-_new = tuple.__new__
-_FRAME_HEAD = struct.Struct("<IH")  # payload length, key length (frames.c)
-
-
-def events_from(data: bytes, base: int, sid: int, names: tuple[str, str], ser: Any,
-                frames: FrameParser, what: str) -> list[EventRead]:
-    """All events in ``data`` (complete frames; the first at segment offset ``base``)."""
-    out: list[EventRead] = []
-    ER = EventRead
-    if type(data) is LargeFrame:
-        ev = data.event if ser is None else ser.deserialize(data.event)
-        return [_new(ER, (ev, data.key, sid, base, data.length, names))]
-    cbuf = ffi.from_buffer(data)
-    pos, total = 0, len(data)
-    while pos < total:
-        n, consumed = frames.parse(cbuf + pos, total - pos, what)
-        if n == 0:
-            raise CorruptDataError(f"{what}: a damaged frame at offset {base + pos}")
-        b = base + pos
-        kls = frames.kl[:n]
-        ap = out.append
-        if min(kls) >= 0:  # every event has a key: the common case, no branch per event
-            for fo, pl, kl in zip(frames.fo[:n], frames.pl[:n], kls):
-                s = pos + fo + 6
-                e = s + kl
-                ap(_new(ER, (data[e : e + pl], data[s:e], sid, b + fo, 6 + kl + pl, names)))
-        else:
-            for fo, pl, kl in zip(frames.fo[:n], frames.pl[:n], kls):
-                s = pos + fo + 6
-                if kl < 0:
-                    ap(_new(ER, (data[s : s + pl], None, sid, b + fo, 6 + pl, names)))
-                else:
-                    e = s + kl
-                    ap(_new(ER, (data[e : e + pl], data[s:e], sid, b + fo, 6 + kl + pl, names)))
-        pos += consumed
-    if ser is not None:
-        de = ser.deserialize
-        out = [_new(ER, (de(e[0]),) + e[1:]) for e in out]
-    return out
+__all__ = ["EventStreamReader", "Slice"]
 
 
 def _max(a: int | None, b: int | None) -> int | None:
     return b if a is None else a if b is None else max(a, b)
-
-
-def deadline_of(timeout: Any) -> float | None:
-    """The monotonic deadline of a read ``timeout`` (None: no deadline); a timeout that is not a
-    number raises InvalidConfigurationError."""
-    if timeout is None:
-        return None
-    if isinstance(timeout, bool) or not isinstance(timeout, (int, float)):
-        raise InvalidConfigurationError(f"timeout must be a number of seconds or None, got {timeout!r}")
-    return time.monotonic() + max(0.0, timeout)
-
-
-def _visible(seg: Any, synced: int) -> int:
-    """``seg``'s length counting only sections visible at ``synced`` (index lock held)."""
-    length = seg.length
-    entries = seg.entries
-    i = len(entries) - 1
-    while i >= 0:
-        e = entries[i]
-        if e[5] <= synced:
-            break
-        length = e[0]
-        i -= 1
-    return length
-
-
-def visible_lengths(store: Any, segs: dict[int, Any], synced: int) -> dict[int, int]:
-    """Every segment's visible length at ``synced``, under one hold of the index lock: a
-    snapshot across segments (a MERGE applies all its parts under one hold too)."""
-    with store._index_lock:
-        return {sid: _visible(seg, synced) for sid, seg in segs.items()}
-
-
-class SegmentSource:
-    """Reads one segment's bytes for readers and slices."""
-
-    __slots__ = ("store", "seg")
-
-    def __init__(self, store: Any, seg: Any) -> None:
-        self.store, self.seg = store, seg
-
-    def section(self, offset: int) -> tuple[int, int, int, Any, int]:
-        """(start, end, journal position, cached data or None, events starting in it) of the
-        section containing offset."""
-        seg = self.seg
-        with self.store._index_lock:
-            e = seg.find(offset)
-            if e is not None:
-                return e[0], e[1], e[2], e[3], e[6]
-        hit = self.store._meta.index_floor(seg.uid, offset)
-        if hit is None or offset >= hit[0] + hit[2]:
-            with self.store._index_lock:  # it may have been appended meanwhile
-                e = seg.find(offset)
-                if e is not None:
-                    return e[0], e[1], e[2], e[3], e[6]
-            raise CorruptDataError(f"segment {seg.name}: no data indexed at offset {offset}")
-        start, pos, nbytes, nev = hit
-        return start, start + nbytes, pos, None, nev
-
-    def visible_length(self, synced: int) -> int:
-        """The segment's length counting only durable sections (invariant 1)."""
-        with self.store._index_lock:
-            return _visible(self.seg, synced)
-
-    def read(self, offset: int, limit: int, *, copy: bool = True) -> tuple[Any, int]:
-        """Complete frames from ``offset`` to the end of its section or ``limit``: (bytes, end).
-        With copy=False a cached section comes back as a read-only memoryview (no copy). A
-        large event (a frame longer than its section, ``largeevents``) comes back whole as a
-        LargeFrame."""
-        data, stop = self.read_raw(offset, limit, copy=copy)
-        if len(data) >= 6:
-            pl, kl = _FRAME_HEAD.unpack_from(data, 0)
-            if 6 + (0 if kl == 0xFFFF else kl) + pl > len(data):
-                try:
-                    return read_large(self, offset, limit, data)
-                except OSError as exc:  # CorruptDataError and StorageError are OSErrors too
-                    self._truncated(offset)
-                    if isinstance(exc, (CorruptDataError, StorageError)):
-                        raise
-                    raise StorageError(f"read of segment {self.seg.name} at {offset}: {exc}") from exc
-        return data, stop
-
-    def _truncated(self, offset: int) -> None:
-        """Raise TruncatedDataError if ``offset`` is before the head now (a failed read raced
-        with a truncation whose reclaim deleted the journal file)."""
-        seg = self.seg
-        head = seg.stream.head.get(seg.segment_id, 0)
-        if offset < head:
-            raise TruncatedDataError(f"offset {offset} of segment {seg.name} was truncated (head {head})") from None
-
-    def read_raw(self, offset: int, limit: int, *, copy: bool = True) -> tuple[Any, int]:
-        """The bytes from ``offset`` to the end of its section or ``limit``: (bytes, end)."""
-        try:
-            start, end, pos, data, _ = self.section(offset)
-            stop = min(end, limit)
-            if data is not None:
-                view = data[offset - start : stop - start]
-                return (bytes(view) if copy else view.toreadonly()), stop
-            return self.store._journal.pread(pos + (offset - start), stop - offset), stop
-        except (CorruptDataError, StorageError):
-            self._truncated(offset)  # truncated (and its journal file deleted) meanwhile
-            raise
-
-    def check_boundary(self, offset: int, what: str) -> None:
-        """Raise InvalidStreamCutError unless ``offset`` starts a frame (or is the end)."""
-        seg = self.seg
-        if offset == 0 or offset == seg.length:
-            return
-        start, _, _, _, nev = self.section(offset)
-        if nev == 0:  # inside a large event (its continuation chunks start no event)
-            raise InvalidStreamCutError(
-                f"{what}: offset {offset} is inside a large event in segment {seg.name}"
-            )
-        if offset == start:
-            return
-        data, _ = self.read_raw(start, offset)
-        frames = FrameParser(1024)
-        cbuf = ffi.from_buffer(data)
-        p = 0
-        while p < len(data):
-            n, consumed = frames.parse(cbuf + p, len(data) - p, what)
-            if n == 0:
-                break
-            p += consumed
-        if p != len(data):
-            raise InvalidStreamCutError(
-                f"{what}: offset {offset} is not an event boundary in segment {seg.name}"
-            )
-
-    def fetch(self, offset: int, length: int, serializer: Any) -> EventRead:
-        seg = self.seg
-        head = seg.stream.head.get(seg.segment_id, 0)
-        if offset < head:
-            raise TruncatedDataError(f"offset {offset} of segment {seg.name} was truncated (head {head})")
-        if offset + length > seg.length or length < 6:
-            raise InvalidEventPointerError(f"no event at {offset}+{length} in segment {seg.name}")
-        try:
-            self.check_boundary(offset, f"fetch from {seg.name}")
-        except InvalidStreamCutError:
-            raise InvalidEventPointerError(
-                f"no event starts at offset {offset} of segment {seg.name}"
-            ) from None
-        try:
-            data, stop = self.read(offset, offset + length)
-        except CorruptDataError:  # a large event's frame is longer than the pointer says
-            raise InvalidEventPointerError(f"no event at {offset}+{length} in segment {seg.name}") from None
-        if stop != offset + length:
-            raise InvalidEventPointerError(f"no event at {offset}+{length} in segment {seg.name}")
-        try:
-            evs = events_from(data, offset, seg.segment_id, seg.stream.names, resolve(serializer),
-                              FrameParser(4), f"fetch from {seg.name}")
-        except CorruptDataError:
-            raise InvalidEventPointerError(f"no event at {offset}+{length} in segment {seg.name}") from None
-        if len(evs) != 1 or evs[0].length != length:
-            raise InvalidEventPointerError(f"no event at {offset}+{length} in segment {seg.name}")
-        return evs[0]
 
 
 class EventStreamReader:
@@ -250,9 +52,9 @@ class EventStreamReader:
     per routing key, events come in write order across any number of scalings.
     """
 
-    def __init__(self, store: Any, st: Any, start: dict[int, int] | None, end: dict[int, int] | None,
-                 serializer: Any) -> None:
-        self._store = store
+    def __init__(self, engine: "Engine", st: "StreamState", start: dict[int, int] | None,
+                 end: dict[int, int] | None, serializer: Any) -> None:
+        self._engine = engine
         self._st = st
         self.scope, self.stream = st.scope, st.name
         self._ser = resolve(serializer)
@@ -292,7 +94,7 @@ class EventStreamReader:
                 raise TruncatedDataError(
                     f"start offset {p} of segment {seg.name} is before the stream's head ({head})"
                 )
-            self._src[sid] = SegmentSource(self._store, seg)
+            self._src[sid] = SegmentSource(self._engine, seg)
             self._pos[sid] = p
             self._end[sid] = None if self._endmap is None else self._endmap.get(sid, 0)
         for sid in fresh:  # ascending id is a topological order (topology invariant 1)
@@ -350,20 +152,21 @@ class EventStreamReader:
             )
 
     def _next_slow(self, timeout: float | None) -> EventRead | None:
-        st, store = self._st, self._store
+        st, engine = self._st, self._engine
+        journal = engine.journal
         deadline = deadline_of(timeout)
         while True:
             if self._closed:
                 raise ReaderClosedError(f"reader of {st.key} is closed")
-            if store._closed:
-                raise StoreClosedError(f"store {store.path} is closed")
+            if engine.closed:
+                raise StoreClosedError(f"store {engine.path} is closed")
             if st.deleted:
                 raise StreamNotFoundError(f"stream {st.key} was deleted")
             version = st.version
             if st.topology != self._topology:
                 self._adopt()
             self._skip_truncated()
-            synced = store._journal.synced()
+            synced = journal.acked()
             unsynced = False
             done = True
             progressed = False
@@ -406,9 +209,8 @@ class EventStreamReader:
             if remaining is not None and remaining <= 0:
                 return None
             if unsynced:
-                written = store._journal.state()[0]
                 try:
-                    store._journal.sync(written, remaining, what=f"read of {st.key}")
+                    journal.wait_acked(journal.written(), remaining, what=f"read of {st.key}")
                 except TimeoutError:
                     return None
                 continue
@@ -447,7 +249,7 @@ class EventStreamReader:
     def get_current_time_window(self) -> Any:
         """The event-time window at this reader's position: ``TimeWindow(lower, upper)`` from
         the writers' noted times (docs/event-time.md); bounds are None until known."""
-        window = self._store._watermarks.window(self._st, self._returned())
+        window = self._engine.watermarks.window(self._st, self._returned())
         last = self._window
         if last is not None:  # never backwards (watermarks invariant 1; guards a truncation)
             upper = window.upper  # None is "unknown" (past every watermark), not a low bound
@@ -478,21 +280,21 @@ class EventStreamReader:
 class Slice:
     """The events of one stream between two cuts, as a snapshot taken at creation."""
 
-    def __init__(self, store: Any, st: Any, start: dict[int, int] | None, end: dict[int, int] | None,
-                 serializer: Any) -> None:
-        self._store, self._st = store, st
+    def __init__(self, engine: "Engine", st: "StreamState", start: dict[int, int] | None,
+                 end: dict[int, int] | None, serializer: Any) -> None:
+        self._st = st
         self._ser = resolve(serializer)
-        synced = store._journal.synced()
+        journal, index = engine.journal, engine.index
         segs = dict(st.segments)
-        visible = visible_lengths(store, segs, synced)  # one snapshot across the segments
+        visible = index.visible_lengths(segs, journal.acked())  # one snapshot across the segments
         if end is not None and any(end.get(sid, 0) > visible[sid] for sid in segs):
             # the end names data not yet durable: wait for it (raises if the journal failed)
-            store._journal.sync(store._journal.state()[0], None, what=f"slice of {st.key}")
-            visible = visible_lengths(store, segs, store._journal.synced())
+            journal.wait_acked(journal.written(), None, what=f"slice of {st.key}")
+            visible = index.visible_lengths(segs, journal.acked())
         self._ranges = []
         for sid in sorted(segs):  # ascending id: predecessors before successors
             seg = segs[sid]
-            src = SegmentSource(store, seg)
+            src = SegmentSource(engine, seg)
             head = st.head.get(sid, 0)
             lo = head if start is None else start.get(sid, 0)
             if lo < head:

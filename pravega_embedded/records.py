@@ -1,16 +1,18 @@
 """Journal records besides EVENTS: BYTES (raw bytes of one segment) and MERGE (sections spliced
-into segments by reference). Building their payloads and parsing them back.
+into segments by reference). Building MERGE payloads and parsing both back.
 
 Owns: the byte layout of the BYTES and MERGE payloads (docs/format.md, "Journal records"). The
-record header around them is the C journal's (csrc/journal.c); these payloads go through
-``pe_journal_append_record``.
+record header around them, and a BYTES payload (a section header and the data, appended from
+the caller's buffer by ``pe_journal_append_section``), are the C journal's (csrc/journal.c); a
+MERGE payload goes through ``pe_journal_append_record``.
 
 Invariants:
   1. A parser of bytes from disk raises CorruptDataError for any inconsistency (counts that run
      past the record, trailing bytes, a MERGE reference that is not before the record itself),
      never another exception and never a partial result.
-  2. BYTES data starts ``BYTES_DATA_OFFSET`` bytes after the record's position, so the journal
-     position of its first data byte is known before the record is written.
+  2. BYTES data starts ``BYTES_DATA_OFFSET`` bytes after the record's position (journal format
+     2; 48 in format 1), so the journal position of its first data byte is known before the
+     record is written.
 
 Thread-safety: pure functions.
 """
@@ -25,16 +27,17 @@ from ._native import lib
 from .errors import CorruptDataError
 
 __all__ = [
-    "BytesRecord", "MergeRecord", "MergePart", "build_bytes_header", "build_merge",
+    "BytesRecord", "MergeRecord", "MergePart", "build_merge",
     "parse_bytes_record", "parse_merge_record", "BYTES_DATA_OFFSET", "NO_SEQUENCE",
 ]
 
 _HDR = lib.PE_RECORD_HEADER_SIZE
-_BYTES = struct.Struct("<QQII")  # segment uid, segment offset, events starting here, bytes
+_BYTES = {1: struct.Struct("<QQII"),  # segment uid, segment offset, events starting here, bytes
+          2: struct.Struct("<QQIIII")}  # ... and the data's CRC32C, reserved (a section header)
 _MERGE = struct.Struct("<QQ16sIH")  # timestamp, last_seq, txn id, n_parts, writer id length
 _PART = struct.Struct("<QQII")  # parent uid, parent offset, n_refs, reserved (0)
 _REF = struct.Struct("<QII")  # journal position, bytes, events starting in them
-BYTES_DATA_OFFSET = _HDR + _BYTES.size
+BYTES_DATA_OFFSET = lib.PE_BYTES_DATA_OFFSET
 NO_SEQUENCE = (1 << 64) - 1  # a MERGE that carries no writer sequence (a transaction's)
 MAX_REFS = 1 << 24
 
@@ -81,11 +84,6 @@ class MergeRecord:
     parts: tuple[MergePart, ...]
 
 
-def build_bytes_header(segment_uid: int, segment_offset: int, n_events: int, n_bytes: int) -> bytes:
-    """The 24 bytes that precede the data in a BYTES payload."""
-    return _BYTES.pack(segment_uid, segment_offset, n_events, n_bytes)
-
-
 def build_merge(timestamp_ns: int, last_seq: int, txn_id: uuid.UUID | None, writer_id: bytes,
                 parts: list[tuple[int, int, list[tuple[int, int, int]]]]) -> bytes:
     """A MERGE payload: ``parts`` = [(segment uid, segment offset, [(pos, bytes, events)])]."""
@@ -97,19 +95,25 @@ def build_merge(timestamp_ns: int, last_seq: int, txn_id: uuid.UUID | None, writ
     return b"".join(out)
 
 
-def parse_bytes_record(buf: bytes | memoryview, off: int, pos: int, total: int) -> BytesRecord:
-    """Parse the BYTES record whose header starts at ``buf[off]`` (CRC already checked)."""
-    if off < 0 or total < BYTES_DATA_OFFSET or off + total > len(buf):
+def parse_bytes_record(buf: bytes | memoryview, off: int, pos: int, total: int,
+                       version: int = lib.PE_FORMAT_VERSION) -> BytesRecord:
+    """Parse the BYTES record whose header starts at ``buf[off]`` (CRC already checked) in a
+    journal file of format ``version``."""
+    head = _BYTES.get(version)
+    if head is None:
+        raise CorruptDataError(f"journal record at {pos}: unknown journal format {version}")
+    data_off = _HDR + head.size
+    if off < 0 or total < data_off or off + total > len(buf):
         raise CorruptDataError(f"journal record at {pos}: too short for a BYTES record")
-    uid, soff, nev, nbytes = _BYTES.unpack_from(buf, off + _HDR)
-    if BYTES_DATA_OFFSET + nbytes != total:
+    uid, soff, nev, nbytes = head.unpack_from(buf, off + _HDR)[:4]
+    if data_off + nbytes != total:
         raise CorruptDataError(
             f"journal record at {pos}: BYTES record says {nbytes} bytes but holds "
-            f"{total - BYTES_DATA_OFFSET}"
+            f"{total - data_off}"
         )
     if nev > 1:
         raise CorruptDataError(f"journal record at {pos}: BYTES record starts {nev} events (at most 1)")
-    return BytesRecord(pos, pos + total, uid, soff, nev, nbytes, pos + BYTES_DATA_OFFSET)
+    return BytesRecord(pos, pos + total, uid, soff, nev, nbytes, pos + data_off)
 
 
 def parse_merge_record(buf: bytes | memoryview, off: int, pos: int, total: int) -> MergeRecord:

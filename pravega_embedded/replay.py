@@ -1,8 +1,8 @@
 """Replay: applying the journal records written after the last checkpoint, at open.
 
 Owns: turning EVENTS, BYTES and MERGE records (parsed by ``journal``/``records``) back into
-segment lengths, pending index entries and writer sequences, and noting which transactions a
-MERGE committed (``transactions`` finishes them).
+segment sections, lengths and writer sequences, and noting which transactions a MERGE committed
+(``transactions`` finishes them).
 
 Invariants:
   1. Records are applied in journal order; a section must start at its segment's length, else
@@ -17,35 +17,30 @@ Thread-safety: called once, by the store's open, before any other thread exists.
 from __future__ import annotations
 
 import uuid
-from typing import Any
+from typing import Iterable
 
 from .errors import CorruptDataError
-from .journal import EventsRecord
+from .journal import EventsRecord, Record
 from .records import NO_SEQUENCE, BytesRecord, MergeRecord
-from .staging import apply_parts
+from .segindex import SegmentIndex
+from .segment import Segment
+from .sequences import WriterSequences
 
 __all__ = ["replay"]
 
 
-def _at_length(seg: Any, offset: int, nbytes: int, pos: int) -> None:
+def _at_length(seg: Segment, offset: int, nbytes: int, pos: int) -> None:
     if offset != seg.length:
         raise CorruptDataError(
             f"journal record at {pos} puts {nbytes} bytes at offset {offset} of segment "
-            f"{seg.name}, whose length is {seg.length}"
+            f"{seg.name}, whose length is {seg.length}: the journal and the metadata disagree"
         )
 
 
-def _seq(store: Any, stream_key: str, writer_id: str, seq: int) -> None:
-    wk = (stream_key, writer_id)
-    if seq > store._writer_seqs.get(wk, -1):
-        store._writer_seqs[wk] = seq
-        store._dirty_writers[wk] = seq
-
-
-def replay(store: Any, records: list[Any]) -> list[uuid.UUID]:
+def replay(index: SegmentIndex, seqs: WriterSequences, segs: dict[int, Segment],
+           records: Iterable[Record]) -> list[uuid.UUID]:
     """Apply journal records after the last checkpoint (metadata invariant 1); returns the ids
     of the transactions whose MERGE was found."""
-    segs = store._seg_by_uid
     committed = []
     for rec in records:
         if type(rec) is EventsRecord:
@@ -55,24 +50,16 @@ def replay(store: Any, records: list[Any]) -> list[uuid.UUID]:
                 if seg is None:
                     continue  # invariant 2
                 _at_length(seg, sec.segment_offset, sec.n_bytes, rec.pos)
-                entry = seg.add_section(sec.segment_offset, sec.n_bytes, sec.data_pos, None,
-                                        None, sec.n_events)
-                store._idx_pending.append((seg, entry, sec.n_events))
-                seg.length += sec.n_bytes
-                store._dirty_lengths.add(seg.uid)
+                index.append([(seg, sec.n_bytes, sec.data_pos, None, sec.n_events)], 0)
                 stream_key = seg.stream.key
             if stream_key is not None and rec.writer_id:  # "" writes a transaction's staging
-                _seq(store, stream_key, rec.writer_id, rec.last_seq)
+                seqs.note(stream_key, rec.writer_id, rec.last_seq)
         elif type(rec) is BytesRecord:
             seg = segs.get(rec.segment_uid)
             if seg is None:
                 continue
             _at_length(seg, rec.segment_offset, rec.n_bytes, rec.pos)
-            entry = seg.add_section(rec.segment_offset, rec.n_bytes, rec.data_pos, None, None,
-                                    rec.n_events)
-            store._idx_pending.append((seg, entry, rec.n_events))
-            seg.length += rec.n_bytes
-            store._dirty_lengths.add(seg.uid)
+            index.append([(seg, rec.n_bytes, rec.data_pos, None, rec.n_events)], 0)
         elif type(rec) is MergeRecord:
             parts = []
             for part in rec.parts:
@@ -81,9 +68,9 @@ def replay(store: Any, records: list[Any]) -> list[uuid.UUID]:
                     continue
                 _at_length(seg, part.segment_offset, part.n_bytes, rec.pos)
                 parts.append((seg, list(part.refs)))
-            apply_parts(store, parts, None)
+            index.merge(parts, None)
             if rec.txn_id is not None:
                 committed.append(rec.txn_id)
             if parts and rec.writer_id and rec.last_seq != NO_SEQUENCE:
-                _seq(store, parts[0][0].stream.key, rec.writer_id, rec.last_seq)
+                seqs.note(parts[0][0].stream.key, rec.writer_id, rec.last_seq)
     return committed

@@ -16,25 +16,24 @@ The rule (docs/retention.md). Let ``keep`` be the newest mark that still leaves 
 Invariants:
   1. Truncation only moves a stream's head forward (element-wise max of full maps) and is
      committed through ``Store.truncate_stream``'s path (journal durable first).
-  2. A journal file is deleted only when it lies wholly before the last checkpoint position
-     (recovery never reads it), is not the file being written, and every segment with data in
-     it has its head at or past that data's end (or was deleted). Its row in the ``files``
-     table goes after the unlink, so a crash in between leaves a row for a missing file, which
-     the next open drops.
+  2. Disk is given back by ``JournalFiles.reclaim`` (journalfiles invariant 2) once a
+     truncation is committed and checkpointed.
   3. Marks are ordered by time; marks at or behind the head are dropped, at most ``MAX_MARKS``
      are kept per stream (thinned evenly).
 
-Thread-safety: ``tick`` runs on the store's maintenance thread; ``reclaim`` takes the store's
-topology lock.
+Thread-safety: ``tick`` runs on the store's maintenance thread.
 """
 
 from __future__ import annotations
 
-import os
 import time
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from .topology import expand, frontier, lower_bound, upper_bound
+
+if TYPE_CHECKING:
+    from .engine import Engine
+    from .stream import StreamState
 
 __all__ = ["Retention", "MAX_MARKS"]
 
@@ -42,28 +41,27 @@ MAX_MARKS = 1000
 
 
 class Retention:
-    """Marks, policy evaluation and disk reclamation of one store."""
+    """Marks and policy evaluation of one store."""
 
-    def __init__(self, store: Any) -> None:
-        self.store = store
+    def __init__(self, engine: "Engine", interval: float) -> None:
+        self.engine = engine
+        self.interval = interval
         self.marks: dict[str, list[tuple[int, int, dict[int, int]]]] = {}
-        for key, marks in store._meta.retention_marks():
+        for key, marks in engine.meta.retention_marks():
             self.marks[key] = [(int(ns), int(total), {int(k): int(v) for k, v in cut.items()})
                                for ns, total, cut in marks]
         self._last_mark = 0.0
         self.truncations = 0  # truncations done by retention (for tests and the CLI)
-        self.files_deleted = 0
-        self.bytes_reclaimed = 0
 
     # ------------------------------------------------------------------ marks
     def record_marks(self, now_ns: int) -> None:
         """Record the tail of every stream that has a retention policy."""
-        store = self.store
+        engine = self.engine
         changed = {}
-        for st in list(store._streams.values()):
+        for st in list(engine.streams.values()):
             if st.config.retention.kind == "none" or st.deleted:
                 continue
-            with store._append_lock:
+            with engine.append_lock:
                 segs = dict(st.segments)
                 full = {sid: s.length for sid, s in segs.items()}
             total = sum(full.values())
@@ -74,10 +72,10 @@ class Retention:
             self._prune(st, marks)
             changed[st.key] = marks
         if changed:
-            store._sync_all("retention marks")  # a mark never names bytes a power cut could lose
-            store._meta.put_retention_marks(changed)
+            engine.sync_all("retention marks")  # a mark never names bytes a power cut could lose
+            engine.meta.put_retention_marks(changed)
 
-    def _prune(self, st: Any, marks: list[tuple[int, int, dict[int, int]]]) -> None:
+    def _prune(self, st: "StreamState", marks: list[tuple[int, int, dict[int, int]]]) -> None:
         head_total = sum(st.head.get(sid, 0) for sid in st.segments)
         # keep the newest mark at or behind the head (a later truncation may still use it)
         while len(marks) > 1 and marks[1][1] <= head_total:
@@ -89,7 +87,7 @@ class Retention:
         self.marks.pop(stream_key, None)
 
     # ------------------------------------------------------------------ policy
-    def target(self, st: Any, now_ns: int) -> dict[int, int] | None:
+    def target(self, st: "StreamState", now_ns: int) -> dict[int, int] | None:
         """The full map to truncate ``st`` at now, or None (module docstring)."""
         policy = st.config.retention
         if policy.kind == "none":
@@ -114,7 +112,7 @@ class Retention:
         else:  # consumption
             keep = {sid: s.length for sid, s in segs.items()}
             force = None
-        subs = self.store._subscriber_cuts(st.key)
+        subs = self.engine.subscribers(st.key)
         if not subs:
             return None if policy.kind == "consumption" else keep
         slowest: dict[int, int] | None = None
@@ -133,14 +131,14 @@ class Retention:
 
     def tick(self) -> None:
         """Record marks when due, truncate streams whose policy says so, reclaim disk."""
-        store = self.store
+        engine = self.engine
         now = time.monotonic()
         now_ns = time.time_ns()
-        if now - self._last_mark >= store.retention_interval:
+        if now - self._last_mark >= self.interval:
             self._last_mark = now
             self.record_marks(now_ns)
         truncated = False
-        for st in list(store._streams.values()):
+        for st in list(engine.streams.values()):
             if st.config.retention.kind == "none" or st.deleted:
                 continue
             target = self.target(st, now_ns)
@@ -149,51 +147,9 @@ class Retention:
             head = st.full_head()
             if all(target.get(sid, 0) <= off for sid, off in head.items()):
                 continue
-            if store._truncate_full(st, target, "retention"):
+            if engine.truncate(st, target, "retention"):
                 self.truncations += 1
                 truncated = True
         if truncated:
-            store.checkpoint()  # so every file before the one being written can be judged now
-            self.reclaim()
-
-    # ------------------------------------------------------------------ disk
-    def reclaim(self) -> int:
-        """Delete journal files holding only truncated or deleted data (invariant 2); returns
-        the bytes freed."""
-        store = self.store
-        journal = store._journal
-        applied = store._meta.applied_pos() or 0
-        with store._lock:
-            if store._closed:
-                return 0
-            bases = journal.files()
-            current = journal.state()[2]
-            pins = list(store._pins.values())
-            pin = min(pins) if pins else None
-            doomed = []
-            for base, nxt in zip(bases, bases[1:]):
-                if base >= current or nxt > applied or (pin is not None and nxt > pin):
-                    break  # staged data from ``pin`` on is referenced by no segment yet
-                ends = store._file_ends.get(base, {})
-                if all(self._dead(uid, end) for uid, end in ends.items()):
-                    doomed.append(base)
-            freed = 0
-            for base in doomed:
-                try:
-                    size = os.path.getsize(journal.path(base))
-                except FileNotFoundError:
-                    size = 0
-                journal.drop_file(base)
-                store._file_ends.pop(base, None)
-                freed += size
-            if doomed:
-                store._meta.drop_files(doomed)
-                self.files_deleted += len(doomed)
-                self.bytes_reclaimed += freed
-        return freed
-
-    def _dead(self, uid: int, end: int) -> bool:
-        seg = self.store._seg_by_uid.get(uid)
-        if seg is None:
-            return True  # its stream was deleted
-        return seg.stream.head.get(seg.segment_id, 0) >= end
+            engine.checkpoint()  # so every file before the one being written can be judged now
+            engine.reclaim()

@@ -34,7 +34,7 @@ from __future__ import annotations
 import math
 import time
 from dataclasses import dataclass
-from typing import Any, Sequence
+from typing import TYPE_CHECKING, Sequence
 
 from .config import MAX_SEGMENTS
 from .errors import InvalidConfigurationError, StreamNotFoundError, StreamSealedError
@@ -43,15 +43,19 @@ from .segment import Segment
 from .streamcut import segment_id
 from .topology import check_scale
 
+if TYPE_CHECKING:
+    from .engine import Engine
+    from .stream import StreamState
+
 __all__ = ["commit_scale", "rescale_ranges", "AutoScaler", "ScaleDecision", "DEFAULT_WINDOWS"]
 
 DEFAULT_WINDOWS = (120.0, 300.0, 600.0, 1200.0)
 
 
-def commit_scale(store: Any, st: Any, seal: Sequence[int], new_ranges: Sequence[tuple[float, float]],
-                 *, check_min: bool = True) -> list[int]:
+def commit_scale(engine: "Engine", st: "StreamState", seal: Sequence[int],
+                 new_ranges: Sequence[tuple[float, float]], *, check_min: bool = True) -> list[int]:
     """Seal ``seal`` and create successors with ``new_ranges`` atomically (invariant 1).
-    Returns the new segment ids in key order. Caller holds ``store._lock``."""
+    Returns the new segment ids in key order. Caller holds the engine's topology lock."""
     if st.deleted:
         raise StreamNotFoundError(f"stream {st.key} was deleted")
     if st.sealed:
@@ -70,28 +74,29 @@ def commit_scale(store: Any, st: Any, seal: Sequence[int], new_ranges: Sequence[
     sealed = [open_map[s] for s in seal]
     epoch = st.epoch + 1
     now = time.time_ns()
-    with store._append_lock:
+    meta = engine.meta
+    with engine.append_lock:
         for seg in sealed:
             seg.sealed = True
             seg.sealed_epoch = epoch
         try:
-            store._sync_all(f"scale {st.key}")
-            with store._meta.write() as txn:
-                uids = store._meta.allocate_uids(txn, len(ranges))
+            engine.sync_all(f"scale {st.key}")
+            with meta.write(f"scale {st.key}") as txn:
+                uids = meta.allocate_uids(txn, len(ranges))
                 new = []
                 for i, (uid, (lo, hi)) in enumerate(zip(uids, ranges)):
                     preds = tuple(sorted(s.segment_id for s in sealed if s.low < hi and lo < s.high))
                     new.append(Segment(uid, segment_id(st.next_number + i, epoch), lo, hi, 0, False, st,
                                        preds=preds, created_ns=now))
                 for seg in sealed:
-                    store._meta.put_segment(txn, seg.uid, seg.record())
+                    meta.put_segment(txn, seg.uid, seg.record())
                 for seg in new:
-                    store._meta.put_segment(txn, seg.uid, seg.record())
+                    meta.put_segment(txn, seg.uid, seg.record())
                 rec = st.record()
                 rec["epochs"].append([epoch, now])
                 rec["next_number"] = st.next_number + len(ranges)
                 rec["head"].update({str(seg.segment_id): 0 for seg in new})
-                store._meta.put_stream(txn, st.key, rec)
+                meta.put_stream(txn, st.key, rec)
         except BaseException:
             for seg in sealed:
                 seg.sealed = False
@@ -100,13 +105,13 @@ def commit_scale(store: Any, st: Any, seal: Sequence[int], new_ranges: Sequence[
         st.next_number += len(ranges)
         st.scaled(sealed, new, epoch, now)
         for seg in new:
-            store._seg_by_uid[seg.uid] = seg
+            engine.segments[seg.uid] = seg
     st.notify()
-    store._scaled(st)
+    engine.on_scaled(st)
     return [s.segment_id for s in new]
 
 
-def rescale_ranges(st: Any, n: int) -> tuple[list[int], list[tuple[float, float]]] | None:
+def rescale_ranges(st: "StreamState", n: int) -> tuple[list[int], list[tuple[float, float]]] | None:
     """(seal, ranges) that turn the stream's open segments into ``n`` equal ranges, or None if
     they already are those."""
     ranges = equal_ranges(n)
@@ -162,13 +167,13 @@ class AutoScaler:
     """Meters every open segment of streams with a rate policy and applies the rule (module
     docstring) on each ``tick``."""
 
-    def __init__(self, store: Any, windows: Sequence[float], cooldown: float) -> None:
+    def __init__(self, engine: "Engine", windows: Sequence[float], cooldown: float) -> None:
         if (not isinstance(windows, (tuple, list)) or len(windows) != 4
                 or not all(isinstance(w, (int, float)) and not isinstance(w, bool) and w > 0 for w in windows)):
             raise InvalidConfigurationError(f"scale_windows must be 4 positive numbers of seconds, got {windows!r}")
         if isinstance(cooldown, bool) or not isinstance(cooldown, (int, float)) or cooldown < 0:
             raise InvalidConfigurationError(f"scale_cooldown must be a number of seconds >= 0, got {cooldown!r}")
-        self.store = store
+        self.engine = engine
         self.windows = tuple(float(w) for w in windows)
         self.cooldown = float(cooldown)
         self._meters: dict[int, _Meter] = {}
@@ -183,7 +188,7 @@ class AutoScaler:
     def tick(self) -> None:
         now = time.monotonic()
         live = set()
-        for st in list(self.store._streams.values()):
+        for st in list(self.engine.streams.values()):
             policy = st.config.scaling
             if policy.kind == "fixed" or st.sealed or st.deleted:
                 continue
@@ -196,17 +201,17 @@ class AutoScaler:
                     m.sample(now, seg, self.windows)
             decision = self.decide(st, now)
             if decision is not None:
-                with self.store._lock:
-                    if self.store._closed or st.deleted or st.sealed:
+                with self.engine.lock:
+                    if self.engine.closed or st.deleted or st.sealed:
                         continue
                     try:
-                        commit_scale(self.store, st, decision.seal, decision.ranges)
+                        commit_scale(self.engine, st, decision.seal, decision.ranges)
                     except (InvalidConfigurationError, StreamSealedError, StreamNotFoundError):
                         continue  # the topology changed under the decision: decide again next tick
         for uid in [u for u in self._meters if u not in live]:
             del self._meters[uid]
 
-    def decide(self, st: Any, now: float) -> ScaleDecision | None:
+    def decide(self, st: "StreamState", now: float) -> ScaleDecision | None:
         """The splits and merges the rule asks for on ``st`` now, as one scale, or None."""
         policy = st.config.scaling
         target = policy.target_rate if policy.kind == "event_rate" else policy.target_kib_per_s * 1024.0

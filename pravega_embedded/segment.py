@@ -1,36 +1,31 @@
-"""Segments: the unit of storage and parallelism, and their in-memory tail.
+"""Segments: the unit of storage and parallelism.
 
-Owns: per-segment state (key range, length, sealed flag), the in-memory index of the sections
-appended since the last checkpoint, and the tail cache (the framed bytes of recent sections,
-so tail reads are served from memory).
+Owns: per-segment state: key range, length, sealed flag, links to predecessors and successors,
+and the segment's in-memory sections (a ``SectionList``, kept by the store's segment index,
+``segindex``).
 
 Invariants:
-  1. ``length`` is the segment's byte length: the sum of its sections' framed bytes. Sections
-     are added in offset order with no gap (each starts at the previous length).
-  2. ``entries[i] = [start, end, journal_pos, data, persisted, visible_at, n_events]``;
-     ``starts[i] == entries[i][0]``; ``data`` is the section's bytes while cached, else None;
-     ``persisted`` is True once the entry is in the LMDB index; ``visible_at`` is the journal
-     position that must be durable before readers may see the section (its own end, or for a
-     section merged in by reference the end of the MERGE record, ``staging``); ``n_events``
-     counts the events starting in it (0: the continuation of a large event, or byte-stream
-     bytes). ``visible_at`` only grows along the list. Entries are dropped only when both
-     evicted and persisted.
-  3. Segment id = ``epoch << 32 | number``; ``uid`` is the store-wide number used in the journal.
-  4. ``preds``/``succs`` link the segments of a stream across scalings: a scale seals segments
+  1. ``length`` is the segment's byte length: the end of its last section. It is changed only
+     by the segment index, under the store's append lock.
+  2. Segment id = ``epoch << 32 | number``; ``uid`` is the store-wide number used in the journal.
+  3. ``preds``/``succs`` link the segments of a stream across scalings: a scale seals segments
      (``sealed_epoch`` = the new epoch) and creates successors whose key ranges cover exactly
      the sealed ranges; a successor's ``preds`` are the sealed segments its range overlaps.
 
-Thread-safety: ``length``/``sealed`` are written by the store under its append lock; the index
-lists are read and written under the store's index lock (``Store._index_lock``).
+Thread-safety: ``length``/``sealed`` are written by the store under its append lock and read
+without a lock (one store each); ``sections`` is guarded by the segment index's lock.
 """
 
 from __future__ import annotations
 
-from bisect import bisect_right
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
+from .segindex import SectionList
 from .streamcut import format_segment_id
+
+if TYPE_CHECKING:
+    from .stream import StreamState
 
 __all__ = ["Segment", "SegmentInfo"]
 
@@ -61,11 +56,11 @@ class SegmentInfo:
 class Segment:
     """Mutable state of one segment (see the module invariants)."""
 
-    __slots__ = ("uid", "segment_id", "low", "high", "length", "sealed", "starts", "entries", "stream",
+    __slots__ = ("uid", "segment_id", "low", "high", "length", "sealed", "sections", "stream",
                  "preds", "succs", "sealed_epoch", "created_ns", "events_in", "bytes_in")
 
     def __init__(self, uid: int, segment_id: int, low: float, high: float, length: int,
-                 sealed: bool, stream: Any, *, preds: tuple[int, ...] = (),
+                 sealed: bool, stream: "StreamState", *, preds: tuple[int, ...] = (),
                  sealed_epoch: int | None = None, created_ns: int = 0) -> None:
         self.uid = uid
         self.segment_id = segment_id
@@ -79,40 +74,12 @@ class Segment:
         self.created_ns = created_ns
         self.events_in = 0  # appended events and bytes, sampled by the auto-scaler
         self.bytes_in = 0
-        self.starts: list[int] = []
-        self.entries: list[list[Any]] = []
+        self.sections = SectionList()
         self.stream = stream
 
     @property
     def name(self) -> str:
         return f"{self.stream.scope}/{self.stream.name}/{format_segment_id(self.segment_id)}"
-
-    def add_section(self, start: int, nbytes: int, pos: int, data: Any, visible_at: int | None = None,
-                    n_events: int = 1) -> list[Any]:
-        entry = [start, start + nbytes, pos, data, False,
-                 pos + nbytes if visible_at is None else visible_at, n_events]
-        self.starts.append(start)
-        self.entries.append(entry)
-        return entry
-
-    def find(self, offset: int) -> list[Any] | None:
-        """The in-memory entry containing ``offset``, or None if it is older than memory."""
-        starts = self.starts
-        if not starts or offset < starts[0]:
-            return None
-        i = bisect_right(starts, offset) - 1
-        e = self.entries[i]
-        return e if offset < e[1] else None
-
-    def trim(self) -> None:
-        """Drop leading entries that are both evicted and persisted (invariant 2)."""
-        entries = self.entries
-        k = 0
-        while k < len(entries) - 1 and entries[k][3] is None and entries[k][4]:
-            k += 1
-        if k:
-            del entries[:k]
-            del self.starts[:k]
 
     def info(self, head: int) -> SegmentInfo:
         return SegmentInfo(

@@ -36,7 +36,7 @@ import enum
 import threading
 import time
 import uuid
-from typing import Any, Iterable
+from typing import TYPE_CHECKING, Any, Iterable
 
 from .append import try_append
 from .errors import (
@@ -50,13 +50,17 @@ from .errors import (
     TxnNotFoundError,
     WriterClosedError,
 )
-from .frames import FrameParser
-from .reader import events_from
+from .frames import FRAME_HEADER_SIZE, FrameParser
 from .routing import encode_key, key_point, owner_index
 from .segment import Segment
+from .segsource import events_from
 from .serializers import resolve
-from .staging import STAGING_BIT, Parts, merge, pinned, staged_sections
+from .staging import STAGING_BIT, Parts, merge
 from .writer import MAX_EVENT_SIZE
+
+if TYPE_CHECKING:
+    from .engine import Engine
+    from .stream import StreamState
 
 __all__ = ["TxnStatus", "Transaction", "TransactionalEventStreamWriter", "Transactions"]
 
@@ -126,11 +130,11 @@ class _TxnState:
 class Transactions:
     """The store's transactions (created by the store at open)."""
 
-    def __init__(self, store: Any, staged: dict[int, Segment], committed: list[uuid.UUID]) -> None:
-        self.store = store
+    def __init__(self, engine: "Engine", staged: dict[int, Segment], committed: list[uuid.UUID]) -> None:
+        self.engine = engine
         self._lock = threading.Lock()
         self._txns: dict[uuid.UUID, _TxnState] = {}
-        meta = store._meta
+        meta = engine.meta
         done = set(committed)
         orphans = dict(staged)
         now = time.time_ns()
@@ -142,7 +146,7 @@ class Transactions:
             for hexid, rec in records:
                 try:
                     tid = uuid.UUID(hexid)
-                    st = store._streams.get(rec["stream"])
+                    st = engine.streams.get(rec["stream"])
                     if st is None:
                         meta.delete_txn(w, hexid)
                         continue
@@ -168,7 +172,7 @@ class Transactions:
                 self._txns[tid] = state
             meta.delete_segments(w, list(orphans))  # staging of ended or unknown transactions
         for uid in orphans:
-            store._seg_by_uid.pop(uid, None)
+            engine.segments.pop(uid, None)
 
     # ------------------------------------------------------------------ registry
     def begin(self, st: Any, writer_id: str, lease: Any) -> _TxnState:
@@ -176,25 +180,25 @@ class Transactions:
         now = time.time_ns()
         state = _TxnState(uuid.uuid4(), st, writer_id, TxnStatus.OPEN, lease,
                           now + int(lease * 1e9), now, {})
-        with self.store._lock:
-            self.store._check_open()
+        with self.engine.lock:
+            self.engine.check_open()
             if st.deleted:
                 raise StreamNotFoundError(f"stream {st.key} was deleted")
             if st.sealed:
                 raise StreamSealedError(f"stream {st.key} is sealed")
             parents = list(st.open_segments) if len(st.open_segments) <= PRECREATE_MAX else []
-            with self.store._meta.write() as w:  # one LMDB write for the record and its staging
+            with self.engine.meta.write("begin a transaction") as w:  # record and staging at once
                 segs = self._new_staging(w, state, parents)
-                self.store._meta.put_txn(w, state.id.hex, state.record())
+                self.engine.meta.put_txn(w, state.id.hex, state.record())
             for seg in segs:
-                self.store._seg_by_uid[seg.uid] = seg
+                self.engine.segments[seg.uid] = seg
             with self._lock:  # under the store lock: a concurrent delete_stream sees it
                 self._txns[state.id] = state
         return state
 
     def _new_staging(self, w: Any, state: _TxnState, parents: list[Segment]) -> list[Segment]:
         """Staging segments for ``parents`` in the LMDB write ``w`` (store lock held)."""
-        meta = self.store._meta
+        meta = self.engine.meta
         out = []
         now = time.time_ns()
         for parent, uid in zip(parents, meta.allocate_uids(w, len(parents)) if parents else [], strict=True):
@@ -220,8 +224,8 @@ class Transactions:
         return state
 
     def _put(self, state: _TxnState) -> None:
-        with self.store._meta.write() as w:
-            self.store._meta.put_txn(w, state.id.hex, state.record())
+        with self.engine.meta.write(f"update transaction {state.id}") as w:
+            self.engine.meta.put_txn(w, state.id.hex, state.record())
 
     def _finish(self, w: Any, state: _TxnState, now: int) -> None:
         """Record an ended transaction and drop its staging segments (in the LMDB write ``w``;
@@ -229,13 +233,13 @@ class Transactions:
         state.ended_ns = now
         staged, state.staged = state.staged, {}
         try:
-            self.store._meta.delete_segments(w, [seg.uid for seg in staged.values()])
-            self.store._meta.put_txn(w, state.id.hex, state.record())
+            self.engine.meta.delete_segments(w, [seg.uid for seg in staged.values()])
+            self.engine.meta.put_txn(w, state.id.hex, state.record())
         except BaseException:
             state.staged, state.ended_ns = staged, 0
             raise
         for seg in staged.values():
-            self.store._seg_by_uid.pop(seg.uid, None)
+            self.engine.segments.pop(seg.uid, None)
 
     # ------------------------------------------------------------------ writing
     def write(self, state: _TxnState, key: str | None, events: list[bytes]) -> None:
@@ -248,7 +252,7 @@ class Transactions:
             if key is not None and (type(key) is not str or key not in state.keys):
                 state.keys[key] = encode_key(key)  # validated once per key (TypeError-safe)
             n = len(events)
-            frame = 6 if key is None else 6 + len(state.keys[key])  # framed size counts
+            frame = FRAME_HEADER_SIZE + (0 if key is None else len(state.keys[key]))  # framed size
             if n == 1:
                 state.pending.append((key, events[0]))
                 state.pending_bytes += len(events[0]) + frame
@@ -266,13 +270,13 @@ class Transactions:
         seg = state.staged.get(parent.segment_id)
         if seg is not None:
             return seg
-        store = self.store
-        with store._lock:
-            store._check_open()
-            with store._meta.write() as w:
+        engine = self.engine
+        with engine.lock:
+            engine.check_open()
+            with engine.meta.write(f"stage for transaction {state.id}") as w:
                 (seg,) = self._new_staging(w, state, [parent])
-                store._meta.put_txn(w, state.id.hex, state.record())
-            store._seg_by_uid[seg.uid] = seg
+                engine.meta.put_txn(w, state.id.hex, state.record())
+            engine.segments[seg.uid] = seg
         return seg
 
     def _drain(self, state: _TxnState) -> None:
@@ -305,7 +309,7 @@ class Transactions:
                 run = last[seg] = (key, [ev])
                 by_parent.setdefault(seg, []).append((kb, run[1]))
         by_seg = {self._staging(state, parent): groups for parent, groups in by_parent.items()}
-        end = try_append(self.store, state.st, b"", 0, 0, by_seg)
+        end = try_append(self.engine, state.st, b"", 0, 0, by_seg)
         if end is None:  # staging segments are never sealed
             raise TxnFailedError(f"transaction {state.id}: its staging segments were closed")
         state.pending, state.pending_bytes, state.pending_n = [], 0, 0
@@ -316,11 +320,12 @@ class Transactions:
             self._check_open(state, "flush")
             self._drain(state)
             if state.written_end:
-                self.store._journal.sync(state.written_end, None, what=f"flush of transaction {state.id}")
+                self.engine.journal.wait_acked(state.written_end, None,
+                                               what=f"flush of transaction {state.id}")
 
     # ------------------------------------------------------------------ ending
     def _check_open(self, state: _TxnState, what: str) -> None:
-        self.store._check_open()
+        self.engine.check_open()
         if state.status != TxnStatus.OPEN:
             raise TxnFailedError(f"cannot {what} transaction {state.id}: it is {state.status.value}")
         if time.time_ns() > state.deadline_ns:
@@ -329,7 +334,7 @@ class Transactions:
 
     def status(self, state: _TxnState) -> TxnStatus:
         if state.status == TxnStatus.OPEN and time.time_ns() > state.deadline_ns and \
-                not self.store._closed:
+                not self.engine.closed:
             with state.lock:
                 if state.status == TxnStatus.OPEN and time.time_ns() > state.deadline_ns:
                     self._abort(state)
@@ -353,12 +358,12 @@ class Transactions:
             merged = False
             try:
                 self._drain(state)
-                store = self.store
+                engine = self.engine
                 # pieces: (order, intended parent, refs); order = the parent sid the events were
                 # staged for, so pieces copied after a scaling come before later ones (inv. 4)
-                pieces = [(sid, st.segments[sid], staged_sections(store, seg))
+                pieces = [(sid, st.segments[sid], engine.index.staged_sections(seg))
                           for sid, seg in sorted(state.staged.items())]
-                with pinned(store):
+                with engine.files.pinned():
                     while True:
                         appended: list[int] = []
 
@@ -367,14 +372,13 @@ class Transactions:
                             self._finish_later(state)
 
                         try:
-                            with store._ckpt_lock:
-                                end = merge(store, st, lambda p=pieces: _plan(p), txn_id=state.id,
-                                            writer_id=state.writer_id, on_append=on_append)
+                            end = merge(engine, st, lambda p=pieces: _plan(p), txn_id=state.id,
+                                        writer_id=state.writer_id, on_append=on_append)
                         finally:
                             merged = bool(appended)
                         if end >= 0:
                             # the MERGE durable, and with it every staged byte before it
-                            store._journal.make_durable(end, f"commit of transaction {state.id}")
+                            engine.journal.make_durable(end, f"commit of transaction {state.id}")
                             self._committed(state)
                             return
                         pieces = self._rebase(st, pieces)
@@ -393,21 +397,21 @@ class Transactions:
         uids = [seg.uid for seg in state.staged.values()]
         rec = state.record()
         rec.update(status=TxnStatus.COMMITTED.value, ended_ns=time.time_ns(), staged={})
-        meta, hexid = self.store._meta, state.id.hex
+        meta, hexid = self.engine.meta, state.id.hex
 
         def write(w: Any) -> None:
             meta.delete_segments(w, uids)
-            if w.get(hexid.encode(), db=meta._txns) is not None:  # not forgotten meanwhile
+            if meta.has_txn(w, hexid):  # not forgotten meanwhile
                 meta.put_txn(w, hexid, rec)
 
-        self.store._ckpt_extra.append(write)
+        self.engine.checkpoints.queue(write)
 
     def _committed(self, state: _TxnState) -> None:
         """The MERGE is durable: the transaction is COMMITTED (its LMDB record follows with the
         next checkpoint, invariant 3)."""
         state.ended_ns = time.time_ns()
         for seg in state.staged.values():
-            self.store._seg_by_uid.pop(seg.uid, None)
+            self.engine.segments.pop(seg.uid, None)
         state.staged = {}
         state.status = TxnStatus.COMMITTED
 
@@ -415,7 +419,7 @@ class Transactions:
                 ) -> list[tuple[int, Segment, list[tuple[int, int, int]]]]:
         """Copy the pieces whose parent was sealed by a scaling to the segments owning their
         keys now (invariant 4)."""
-        store = self.store
+        engine = self.engine
         if st.sealed:
             raise StreamSealedError(f"stream {st.key} is sealed: the transaction cannot commit")
         out = []
@@ -434,13 +438,13 @@ class Transactions:
             def flush_batches(collected: list[Any]) -> None:
                 nonlocal batches, size
                 if batches:
-                    end = try_append(store, st, b"", 0, 0, batches, collected)
+                    end = try_append(engine, st, b"", 0, 0, batches, collected)
                     if end is None:
                         raise TxnFailedError("a copy segment was closed")
                 batches, size = {}, 0
 
             for pos, nbytes, _ in refs:
-                data = store._journal.pread(pos, nbytes)
+                data = engine.journal.read_section(pos, nbytes)
                 for ev in events_from(data, 0, 0, st.names, None, frames, f"copy of {parent.name}"):
                     key = ev[1]  # the key's bytes
                     if key is None:
@@ -456,20 +460,20 @@ class Transactions:
                         groups[-1][1].append(ev.event)
                     else:
                         groups.append((key, [ev.event]))
-                    size += len(ev.event) + 6 + (len(key) if key else 0)
+                    size += len(ev.event) + FRAME_HEADER_SIZE + (len(key) if key else 0)
                     if size >= 4 << 20:
                         flush_batches(collected)
             flush_batches(collected)  # durable with the MERGE after them (staging invariant 1)
             by_target: dict[Segment, list[tuple[int, int, int]]] = {}
             for tseg, e in collected:
-                by_target.setdefault(tseg, []).append((e[2], e[1] - e[0], e[6]))
+                by_target.setdefault(tseg, []).append((e.pos, e.nbytes, e.n_events))
             for owner, tseg in targets.items():
                 out.append((order, owner, by_target.get(tseg, [])))
         return out
 
     def abort(self, state: _TxnState) -> None:
         with state.lock:
-            self.store._check_open()
+            self.engine.check_open()
             if state.status != TxnStatus.OPEN:
                 raise TxnFailedError(f"cannot abort transaction {state.id}: it is {state.status.value}")
             self._abort(state)
@@ -477,7 +481,7 @@ class Transactions:
     def _abort(self, state: _TxnState) -> None:
         state.status = TxnStatus.ABORTING
         try:
-            with self.store._meta.write() as w:
+            with self.engine.meta.write(f"abort transaction {state.id}") as w:
                 state.status = TxnStatus.ABORTED
                 self._finish(w, state, time.time_ns())
         except BaseException:
@@ -506,9 +510,9 @@ class Transactions:
         ended = sorted((s for s in states if s.ended_ns and s.id not in old), key=lambda s: s.ended_ns)
         gone += ended[: max(0, len(ended) - KEEP_ENDED_MAX)]
         if gone:
-            with self.store._meta.write() as w:
+            with self.engine.meta.write("forget ended transactions") as w:
                 for state in gone:
-                    self.store._meta.delete_txn(w, state.id.hex)
+                    self.engine.meta.delete_txn(w, state.id.hex)
             with self._lock:
                 for state in gone:
                     self._txns.pop(state.id, None)
@@ -521,9 +525,9 @@ class Transactions:
             with state.lock:
                 if state.status == TxnStatus.OPEN:
                     self._abort(state)
-        with self.store._meta.write() as w:
+        with self.engine.meta.write(f"forget the transactions of {st.key}") as w:
             for state in states:
-                self.store._meta.delete_txn(w, state.id.hex)
+                self.engine.meta.delete_txn(w, state.id.hex)
         with self._lock:
             for state in states:
                 self._txns.pop(state.id, None)
@@ -590,7 +594,7 @@ class Transaction:
     def write_event(self, event: Any, routing_key: str | None = None) -> None:
         """Stage one event; it becomes visible only when the transaction commits."""
         w = self._writer
-        if w._closed or w._store._closed:
+        if w._closed or w._engine.closed:
             w._check_open()
         if type(event) is not bytes or w._ser is not None or len(event) > MAX_EVENT_SIZE:
             event = self._event(event)
@@ -603,7 +607,7 @@ class Transaction:
         evs = [self._event(e) for e in events]
         part: list[bytes] = []
         size = 0
-        frame = 6 + len(encode_key(routing_key) or b"")  # framing per event
+        frame = FRAME_HEADER_SIZE + len(encode_key(routing_key) or b"")  # framing per event
         for ev in evs:  # at most ~32 MiB framed per hand-over, so a staged record stays small
             if part and (size + len(ev) + frame > _PART_BYTES or len(part) >= _DRAIN_EVENTS):
                 self._writer._txns.write(self._state, routing_key, part)
@@ -625,8 +629,7 @@ class Transaction:
             raise InvalidConfigurationError(f"commit timestamp must be an int >= 0, got {timestamp!r}")
         self._writer._txns.commit(self._state)
         if timestamp is not None:
-            store = self._writer._store
-            store._watermarks.note(self._state.st, self._state.writer_id, timestamp)
+            self._writer._engine.watermarks.note(self._state.st, self._state.writer_id, timestamp)
 
     def abort(self) -> None:
         """Drop every event of the transaction."""
@@ -659,19 +662,19 @@ class Transaction:
 class TransactionalEventStreamWriter:
     """Begins transactions on one stream. Create with ``store.create_transactional_writer``."""
 
-    def __init__(self, store: Any, st: Any, writer_id: str, serializer: Any) -> None:
-        self._store = store
+    def __init__(self, engine: "Engine", st: "StreamState", writer_id: str, serializer: Any) -> None:
+        self._engine = engine
         self._st = st
         self.scope, self.stream = st.scope, st.name
         self.writer_id = writer_id
         self._ser = resolve(serializer)
-        self._txns: Transactions = store._txns
+        self._txns: Transactions = engine.txns
         self._closed = False
 
     def _check_open(self) -> None:
         if self._closed:
             raise WriterClosedError(f"transactional writer {self.writer_id!r} on {self._st.key} is closed")
-        self._store._check_open()
+        self._engine.check_open()
 
     def begin_txn(self, lease: float | None = None) -> Transaction:
         """A new OPEN transaction; it is aborted if not committed within ``lease`` seconds
@@ -689,8 +692,8 @@ class TransactionalEventStreamWriter:
         time noted by ``commit(timestamp=)`` stops holding the stream's watermark back."""
         if not self._closed:
             self._closed = True
-            if not self._store._closed:
-                self._store._watermarks.forget(self._st.key, self.writer_id)
+            if not self._engine.closed:
+                self._engine.watermarks.forget(self._st.key, self.writer_id)
 
     @property
     def closed(self) -> bool:

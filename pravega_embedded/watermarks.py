@@ -31,9 +31,13 @@ from __future__ import annotations
 
 import threading
 from dataclasses import dataclass
-from typing import Any, Mapping
+from typing import TYPE_CHECKING, Mapping
 
 from .topology import expand, frontier, upper_bound
+
+if TYPE_CHECKING:
+    from .engine import Engine
+    from .stream import StreamState
 
 __all__ = ["TimeWindow", "Watermarks", "MAX_WATERMARKS"]
 
@@ -52,18 +56,18 @@ class TimeWindow:
 class Watermarks:
     """The notes, watermarks and windows of one store."""
 
-    def __init__(self, store: Any) -> None:
-        self.store = store
+    def __init__(self, engine: "Engine") -> None:
+        self.engine = engine
         self._lock = threading.Lock()
         self._notes: dict[str, dict[str, tuple[int, dict[int, int]]]] = {}
         self.marks: dict[str, list[tuple[int, int, dict[int, int]]]] = {
             key: [(lo, hi, {int(k): v for k, v in cut.items()}) for lo, hi, cut in lst]
-            for key, lst in store._meta.watermarks()
+            for key, lst in engine.meta.watermarks()
         }
 
-    def note(self, st: Any, writer_id: str, t: int) -> None:
+    def note(self, st: "StreamState", writer_id: str, t: int) -> None:
         """Writer ``writer_id`` will write only events of time >= ``t`` from now on."""
-        with self.store._append_lock:
+        with self.engine.append_lock:
             full = {sid: s.length for sid, s in st.segments.items()}
         with self._lock:
             self._notes.setdefault(st.key, {})[writer_id] = (t, full)
@@ -83,7 +87,7 @@ class Watermarks:
             notes = {k: dict(v) for k, v in self._notes.items() if v}
         changed = {}
         for key, per_writer in notes.items():
-            st = self.store._streams.get(key)
+            st = self.engine.streams.get(key)
             if st is None:
                 continue
             lower = min(t for t, _ in per_writer.values())
@@ -104,10 +108,10 @@ class Watermarks:
             self.marks[key] = (marks + [(lower, upper, front)])[-MAX_WATERMARKS:]
             changed[key] = self.marks[key]
         if changed:
-            self.store._sync_all("watermarks")  # invariant 2
-            self.store._meta.put_watermarks(changed)
+            self.engine.sync_all("watermarks")  # invariant 2
+            self.engine.meta.put_watermarks(changed)
 
-    def window(self, st: Any, position: Mapping[int, int], only: set[int] | None = None) -> TimeWindow:
+    def window(self, st: "StreamState", position: Mapping[int, int], only: set[int] | None = None) -> TimeWindow:
         """The time window at ``position`` (a full map of the stream; ``only``: compare just
         these segments, a group reader's own)."""
         marks = self.marks.get(st.key, [])

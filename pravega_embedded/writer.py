@@ -31,7 +31,7 @@ from __future__ import annotations
 import threading
 import time
 from collections import deque
-from typing import Any, Iterable
+from typing import TYPE_CHECKING, Any, Callable, Iterable
 
 from .errors import (
     EventTooLargeError,
@@ -42,11 +42,18 @@ from .errors import (
     StreamSealedError,
     WriterClosedError,
 )
+from .failstop import STREAMS_LOG
+from .frames import FRAME_HEADER_SIZE
 from .largeevents import write_large
 from .routing import encode_key, key_point, owner_index
 from .serializers import resolve
 
-__all__ = ["EventStreamWriter", "MAX_EVENT_SIZE"]
+if TYPE_CHECKING:
+    from .append import Batch
+    from .engine import Engine
+    from .stream import StreamState
+
+__all__ = ["EventStreamWriter", "WriterControl", "MAX_EVENT_SIZE", "MAX_BATCH_BYTES"]
 
 MAX_EVENT_SIZE = 8 * 1024 * 1024
 MAX_BATCH_BYTES = 64 * 1024 * 1024
@@ -110,9 +117,14 @@ class EventStreamWriter:
     within ``linger`` seconds or at ``flush()``.
     """
 
-    def __init__(self, store: Any, stream: Any, writer_id: str, serializer: Any, last_seq: int,
-                 *, linger: float, batch_bytes: int, auto_time: bool = False) -> None:
-        self._store = store
+    def __init__(self, engine: "Engine", stream: "StreamState", writer_id: str, serializer: Any,
+                 last_seq: int, *, linger: float, batch_bytes: int, auto_time: bool = False,
+                 large_event_limit: int, append: Callable[["StreamState", bytes, int, int, "Batch"], int],
+                 on_close: Callable[[], None]) -> None:
+        self._engine = engine
+        self._append = append
+        self._on_close = on_close
+        self._large_limit = large_event_limit
         self._stream = stream
         self.scope, self.stream = stream.scope, stream.name
         self.writer_id = writer_id
@@ -195,7 +207,7 @@ class EventStreamWriter:
             )
         nbytes = sum(map(len, evs))
         key_bytes = len(routing_key.encode("utf-8", "surrogateescape")) if isinstance(routing_key, str) else 0
-        framed = nbytes + len(evs) * (6 + key_bytes)
+        framed = nbytes + len(evs) * (FRAME_HEADER_SIZE + key_bytes)
         if framed > MAX_BATCH_BYTES:
             raise EventTooLargeError(
                 f"a batch of {framed} framed bytes for {self.scope}/{self.stream} is over the "
@@ -258,7 +270,7 @@ class EventStreamWriter:
         """A large event (largeevents): pending events first, then the event's chunks and its
         MERGE; returns once it is written (durable at the next flush, like any event)."""
         n = len(event)
-        limit = self._store.large_event_limit
+        limit = self._large_limit
         if n > limit:
             raise EventTooLargeError(
                 f"event of {n} bytes for {self.scope}/{self.stream} is over the store's "
@@ -290,9 +302,9 @@ class EventStreamWriter:
                 with self._ack_lock:
                     self._inflight.append((end, seq))
 
-            write_large(self._store, self._stream, self.writer_id, seq, kb, event, self._rr, appended)
+            write_large(self._engine, self._stream, self.writer_id, seq, kb, event, self._rr, appended)
             if self._auto_time:
-                self._store._watermarks.note(self._stream, self.writer_id, time.time_ns() // 1_000_000)
+                self._engine.watermarks.note(self._stream, self.writer_id, time.time_ns() // 1_000_000)
         return seq
 
     def _new_key(self, key: Any) -> Any:
@@ -300,7 +312,7 @@ class EventStreamWriter:
         lists = self._lists
         if not lists:
             self._batch_t0 = time.monotonic()
-            self._store._wake_linger()
+            self._engine.wake_linger()
         if key is None:
             segs = self._stream.routing[1]
             targets = []
@@ -388,11 +400,11 @@ class EventStreamWriter:
             else:
                 g.append((kb, lst))
         if by_seg:
-            end = self._store._append_events(self._stream, self._wid_b, first, last, by_seg)
+            end = self._append(self._stream, self._wid_b, first, last, by_seg)
             with self._ack_lock:
                 self._inflight.append((end, last))
             if self._auto_time:
-                self._store._watermarks.note(self._stream, self.writer_id, time.time_ns() // 1_000_000)
+                self._engine.watermarks.note(self._stream, self.writer_id, time.time_ns() // 1_000_000)
         else:
             with self._ack_lock:
                 if not self._inflight:
@@ -410,8 +422,10 @@ class EventStreamWriter:
             return due
         try:
             self._drain()
-        except Exception:  # noqa: BLE001 - kept in _failed; raised by the next flush/write
-            pass
+        except Exception:  # noqa: BLE001 - the batch is kept in _failed; the next flush raises
+            STREAMS_LOG.warning("writer %r on %s/%s: a lingering batch could not be appended; "
+                                "it is kept and the next flush or write retries it", self.writer_id,
+                                self.scope, self.stream, exc_info=True)
         return None
 
     def note_time(self, timestamp: int) -> None:
@@ -423,7 +437,7 @@ class EventStreamWriter:
         if self._closed:
             raise WriterClosedError(f"writer {self.writer_id!r} on {self.scope}/{self.stream} is closed")
         self._drain()
-        self._store._watermarks.note(self._stream, self.writer_id, timestamp)
+        self._engine.watermarks.note(self._stream, self.writer_id, timestamp)
 
     # ------------------------------------------------------------------ acknowledgement
     @property
@@ -438,7 +452,7 @@ class EventStreamWriter:
         with self._ack_lock:
             infl = self._inflight
             if infl:
-                synced = self._store._journal.synced()
+                synced = self._engine.journal.acked()
                 while infl and infl[0][0] <= synced:
                     self._durable = infl.popleft()[1]
             return self._durable
@@ -454,7 +468,7 @@ class EventStreamWriter:
         with self._ack_lock:
             end = self._inflight[-1][0] if self._inflight else None
         if end is not None:
-            self._store._journal.sync(end, timeout, what=f"flush of writer {self.writer_id!r}")
+            self._engine.journal.wait_acked(end, timeout, what=f"flush of writer {self.writer_id!r}")
         return self.durable_sequence
 
     # ------------------------------------------------------------------ lifecycle
@@ -480,7 +494,7 @@ class EventStreamWriter:
                 )
             self._flush(None)
         finally:
-            self._store._writer_closed(self)
+            self._on_close()
 
     @property
     def closed(self) -> bool:
@@ -497,3 +511,27 @@ class EventStreamWriter:
             f"<EventStreamWriter {self.writer_id!r} on {self.scope}/{self.stream} "
             f"last_sequence={self._seq}{' closed' if self._closed else ''}>"
         )
+
+
+class WriterControl:
+    """What the store does to an open writer from outside its thread: the linger thread's
+    ``tick``, and ``refuse`` when its stream is sealed or deleted. The store makes one per
+    writer and keeps it in the engine's set of writers and the stream's."""
+
+    __slots__ = ("_writer", "writer_id", "stream_key")
+
+    def __init__(self, writer: EventStreamWriter) -> None:
+        self._writer = writer
+        self.writer_id = writer.writer_id
+        self.stream_key = f"{writer.scope}/{writer.stream}"
+
+    def tick(self, now: float) -> float | None:
+        """Drain the writer's batch if it is older than its linger; when to tick next."""
+        return self._writer._linger_tick(now)
+
+    def refuse(self, exc_type: type[Exception], message: str, *, flush: bool) -> None:
+        """Stop the writer accepting events (seal, delete): later writes raise ``exc_type``."""
+        self._writer._refuse(exc_type, message, flush=flush)
+
+    def close(self) -> None:
+        self._writer.close()

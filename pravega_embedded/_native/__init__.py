@@ -7,7 +7,7 @@ import os
 
 from .. import errors
 
-_EXPECTED_FORMAT_VERSION = 1
+_EXPECTED_FORMAT_VERSION = 2
 
 try:
     from ._pe_cffi import ffi, lib
@@ -46,9 +46,7 @@ def check(status: int, what: str, *, errno: int | None = None) -> None:
         errno = ffi.errno
     cls, text = _ERRORS.get(status, (errors.StorageError, f"unknown status {status}"))
     if status == lib.PE_ERR_IO:
-        if errno == _errno.ENOSPC:
-            cls = errors.StorageFullError
-        raise cls(errno, f"{what}: {os.strerror(errno)}")
+        raise errors.storage_error(errno or _errno.EIO, what)
     if status == lib.PE_ERR_FAILED and errno:
         raise cls(errno, f"{what}: {text} ({os.strerror(errno)})")
     raise cls(f"{what}: {text}")

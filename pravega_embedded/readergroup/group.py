@@ -19,7 +19,7 @@ from __future__ import annotations
 
 import html
 import threading
-from typing import Any, Iterable, Mapping
+from typing import TYPE_CHECKING, Any, Iterable, Mapping
 
 from ..errors import (
     CheckpointExistsError,
@@ -43,7 +43,7 @@ from ..names import (
     validate_scope,
     validate_stream,
 )
-from ..reader import SegmentSource
+from ..segsource import SegmentSource, resolve_cut
 from ..streamcut import StreamCut, format_segment_id
 from ..topology import expand, frontier
 from .config import (
@@ -66,6 +66,9 @@ from .state import (
     remove_reader,
 )
 
+if TYPE_CHECKING:
+    from ..engine import Engine
+
 __all__ = ["ReaderGroup", "ReaderGroupService"]
 
 
@@ -87,26 +90,29 @@ def _seg_name(k: str) -> str:
 class ReaderGroupService:
     """The reader groups of one open store (``store.create_reader_group`` and friends)."""
 
-    def __init__(self, store: Any) -> None:
-        self.store = store
+    def __init__(self, engine: "Engine") -> None:
+        self.engine = engine
         self.lock = threading.RLock()
         self.groups: dict[str, GroupState] = {}
         self.damaged: dict[str, CorruptDataError] = {}  # raised on use; delete_reader_group clears
-        for name, raw in store._meta.groups():
+        for name, raw in engine.meta.groups():
+            if isinstance(raw, CorruptDataError):
+                self.damaged[name] = raw
+                continue
             try:
-                self.groups[name] = GroupState(store._meta, name, raw)
+                self.groups[name] = GroupState(engine.meta, name, raw)
             except CorruptDataError as exc:
                 self.damaged[name] = exc
 
     def initial(self, config: ReaderGroupConfig) -> tuple[dict[str, int], dict[str, int]]:
         """Start and end offsets of every segment of the config's streams (invariant 3)."""
-        store = self.store
+        engine = self.engine
         start: dict[str, int] = {}
         ends: dict[str, int] = {}
         for scope, stream in config.streams:
-            st = store._stream(scope, stream, "events")
-            sp = store._resolve_cut(st, config.start_cut(scope, stream), f"reader group start of {st.key}")
-            ep = store._resolve_cut(st, config.end_cut(scope, stream), f"reader group end of {st.key}")
+            st = engine.stream(scope, stream, "events")
+            sp = resolve_cut(engine, st, config.start_cut(scope, stream), f"reader group start of {st.key}")
+            ep = resolve_cut(engine, st, config.end_cut(scope, stream), f"reader group end of {st.key}")
             segs = dict(st.segments)
             full = st.full_head() if sp is None else sp
             for sid, seg in segs.items():
@@ -140,7 +146,7 @@ class ReaderGroupService:
         validate_group_name(name)
         config = self.config_of(config)
         with self.lock:
-            self.store._check_open()
+            self.engine.check_open()
             if name in self.damaged:
                 raise self.damaged[name]
             if name in self.groups:
@@ -149,15 +155,15 @@ class ReaderGroupService:
                 raise ReaderGroupExistsError(f"reader group {name!r} already exists")
             start, ends = self.initial(config)
             raw = dumps(new_state(name, config.to_json(), start, ends,
-                                  segments_of=self.store._segments_of))
-            if not self.store._meta.put_group(name, raw, None):
+                                  segments_of=self.engine.segments_of))
+            if not self.engine.meta.put_group(name, raw, None):
                 raise ReaderGroupExistsError(f"reader group {name!r} already exists")
-            gs = self.groups[name] = GroupState(self.store._meta, name, raw)
+            gs = self.groups[name] = GroupState(self.engine.meta, name, raw)
         return ReaderGroup(self, gs)
 
     def get(self, name: str) -> "ReaderGroup":
         validate_group_name(name)
-        self.store._check_open()
+        self.engine.check_open()
         gs = self.groups.get(name)
         if gs is None:
             if name in self.damaged:
@@ -168,14 +174,14 @@ class ReaderGroupService:
     def delete(self, name: str) -> None:
         validate_group_name(name)
         with self.lock:
-            self.store._check_open()
+            self.engine.check_open()
             if self.damaged.pop(name, None) is not None:
-                self.store._meta.delete_group(name)  # the way out of a damaged state
+                self.engine.meta.delete_group(name)  # the way out of a damaged state
                 return
             gs = self.groups.get(name)
             if gs is None:
                 raise ReaderGroupNotFoundError(f"reader group {name!r} does not exist")
-            self.store._meta.delete_group(name)
+            self.engine.meta.delete_group(name)
             del self.groups[name]
             gs.mark_deleted()
 
@@ -194,17 +200,17 @@ class ReaderGroupService:
         return out  # a damaged group's state cannot be read: it holds nothing back
 
     def names(self) -> list[str]:
-        self.store._check_open()
+        self.engine.check_open()
         return sorted([*self.groups, *self.damaged])
 
 
 class ReaderGroup:
-    """A handle on one reader group. Get it from ``store.create_reader_group`` or
-    ``store.get_reader_group``; ``close()`` closes the handle (not its readers)."""
+    """A handle on one reader group. Get it from ``engine.create_reader_group`` or
+    ``engine.get_reader_group``; ``close()`` closes the handle (not its readers)."""
 
     def __init__(self, service: ReaderGroupService, gs: GroupState) -> None:
         self._svc = service
-        self._store = service.store
+        self._engine = service.engine
         self._gs = gs
         self.name = gs.name
         self._closed = False
@@ -213,7 +219,7 @@ class ReaderGroup:
     def _check(self) -> dict[str, Any]:
         if self._closed:
             raise ReaderGroupClosedError(f"reader group handle {self.name!r} is closed")
-        self._store._check_open()
+        self._engine.check_open()
         if self._gs.deleted:
             raise ReaderGroupNotFoundError(f"reader group {self.name!r} was deleted")
         return self._gs.state
@@ -237,10 +243,10 @@ class ReaderGroup:
             self._check()
             if reader_id in gs.readers:
                 raise ReaderExistsError(f"reader {reader_id!r} is already open in group {self.name!r}")
-            r = GroupReader(self._store, gs, reader_id, serializer)
+            r = GroupReader(self._engine, gs, reader_id, serializer)
             r._join()
             gs.readers[reader_id] = r
-            self._store._readers.add(r)
+            self._engine.readers.add(r)
         return r
 
     def reader_offline(self, reader_id: str, position: Position | None = None) -> None:
@@ -270,7 +276,7 @@ class ReaderGroup:
                     )
                 for k in me["segments"]:
                     skey, sid = split_seg_key(k)
-                    st = self._store._streams.get(skey)
+                    st = self._engine.streams.get(skey)
                     if st is not None and sid in st.segments and final[k] > st.segments[sid].length:
                         raise InvalidPositionError(f"offset {final[k]} is beyond the end of {_seg_name(k)}")
             remove_reader(s, reader_id, final)
@@ -347,8 +353,8 @@ class ReaderGroup:
         config = ReaderGroupConfig.from_json(s["config"]).with_start(cuts)
         named: dict[str, int] = {}
         for cut in config.start:
-            st = self._store._stream(cut.scope, cut.stream)
-            self._store._resolve_cut(st, cut, f"retention cut of group {self.name!r}")
+            st = self._engine.stream(cut.scope, cut.stream)
+            resolve_cut(self._engine, st, cut, f"retention cut of group {self.name!r}")
             for sid, off in cut.positions or ():
                 named[seg_key(st.key, sid)] = off
 
@@ -412,7 +418,7 @@ class ReaderGroup:
         def fn(s2: dict[str, Any]) -> bool:
             fresh = new_state(self.name, config.to_json(), start, ends,
                               generation=s2["generation"] + 1, previous=s2,
-                              segments_of=self._store._segments_of)
+                              segments_of=self._engine.segments_of)
             s2.clear()
             s2.update(fresh)
             return True
@@ -444,7 +450,7 @@ class ReaderGroup:
             only = f"{validate_scope(scope)}/{validate_stream(stream)}"
             if only not in s["config"]["streams"]:
                 raise StreamNotFoundError(f"reader group {self.name!r} does not read {only}")
-        synced = self._store._journal.synced()
+        synced = self._engine.journal.acked()
         per: dict[str, dict[int, int]] = {}
         for k, off in {**s["completed"], **self._positions(s)}.items():
             skey, sid = split_seg_key(k)
@@ -452,12 +458,12 @@ class ReaderGroup:
                 per.setdefault(skey, {})[sid] = off
         total = 0
         for skey, named in per.items():
-            segs = self._store._segments_of(skey)
+            segs = self._engine.segments_of(skey)
             if segs is None or not all(sid in segs for sid in named):
                 continue
             # segments after the frontier (successors not reached yet) count from offset 0
             for sid, off in expand(segs, named).items():
-                limit = SegmentSource(self._store, segs[sid]).visible_length(synced)
+                limit = SegmentSource(self._engine, segs[sid]).visible_length(synced)
                 end = end_of(s, seg_key(skey, sid))
                 if end is not None:
                     limit = min(limit, end)

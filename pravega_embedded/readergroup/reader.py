@@ -34,7 +34,7 @@ from __future__ import annotations
 
 import time
 import uuid
-from typing import Any, Iterator
+from typing import TYPE_CHECKING, Any, Iterator
 
 from ..errors import (
     ReaderClosedError,
@@ -48,7 +48,7 @@ from ..errors import (
 )
 from ..events import EventRead
 from ..frames import FrameParser
-from ..reader import SegmentSource, deadline_of, events_from
+from ..segsource import SegmentSource, deadline_of, events_from
 from ..serializers import resolve
 from ..watermarks import TimeWindow
 from . import assignment
@@ -61,6 +61,9 @@ from .state import (
     record_checkpoint,
     remove_reader,
 )
+
+if TYPE_CHECKING:
+    from ..engine import Engine
 
 __all__ = ["GroupReader"]
 
@@ -114,8 +117,8 @@ class GroupReader:
     reader's segments at its exact position.
     """
 
-    def __init__(self, store: Any, gs: GroupState, reader_id: str, serializer: Any) -> None:
-        self._store = store
+    def __init__(self, engine: "Engine", gs: GroupState, reader_id: str, serializer: Any) -> None:
+        self._engine = engine
         self._gs = gs
         self.reader_id = reader_id
         self.group_name = gs.name
@@ -152,13 +155,13 @@ class GroupReader:
 
     def _own(self, k: str, off: int, s: dict[str, Any]) -> None:
         skey, sid = split_seg_key(k)
-        st = self._store._streams.get(skey)
+        st = self._engine.streams.get(skey)
         if st is None:
             raise StreamNotFoundError(f"stream {skey} of reader group {self.group_name!r} was deleted")
         seg = st.segments.get(sid)
         if seg is None:
             raise SegmentNotFoundError(f"stream {skey} has no segment {sid} (was it re-created?)")
-        self._owned[k] = [SegmentSource(self._store, seg), st, off, end_of(s, k)]
+        self._owned[k] = [SegmentSource(self._engine, seg), st, off, end_of(s, k)]
         self._order = sorted(self._owned)
         self.live[k] = off
 
@@ -191,12 +194,12 @@ class GroupReader:
         skey = f"{scope}/{stream}"
         if skey not in self._gs.state["config"]["streams"]:
             raise StreamNotFoundError(f"reader group {self.group_name!r} does not read {skey}")
-        st = self._store._stream(scope, stream)
+        st = self._engine.stream(scope, stream)
         pos = {sid: off for k, off in self._returned().items()
                for sk, sid in [split_seg_key(k)] if sk == skey}
         if not pos:
             return TimeWindow(None, None)  # no segment of that stream held: nothing to bound
-        return self._store._watermarks.window(st, pos, set(pos))
+        return self._engine.watermarks.window(st, pos, set(pos))
 
     def _marker_event(self, name: str | None) -> EventRead:
         ctx = _MarkerContext(("", ""))
@@ -222,13 +225,13 @@ class GroupReader:
         raise exc
 
     def _slow(self, timeout: float | None) -> EventRead | None:
-        store, gs = self._store, self._gs
+        engine, gs = self._engine, self._gs
         deadline = deadline_of(timeout)
         while True:
             if self._closed:
                 raise ReaderClosedError(f"reader {self.reader_id!r} of group {self.group_name!r} is closed")
-            if store._closed:
-                raise StoreClosedError(f"store {store.path} is closed")
+            if engine.closed:
+                raise StoreClosedError(f"store {engine.path} is closed")
             marker = self._sync()
             if marker is not None:
                 return marker
@@ -249,8 +252,8 @@ class GroupReader:
 
     def _read_chunk(self) -> EventRead | None:
         """Read the next chunk of one owned segment; complete segments at their end."""
-        store = self._store
-        synced = store._journal.synced()
+        engine = self._engine
+        synced = engine.journal.acked()
         n = len(self._order)
         self._unsynced = False
         truncated = []
@@ -304,7 +307,7 @@ class GroupReader:
 
     def _wait(self, deadline: float | None, s: dict[str, Any]) -> bool:
         """Sleep until data, a state change or the deadline; False when the deadline passed."""
-        store, gs = self._store, self._gs
+        engine, gs = self._engine, self._gs
         now = time.monotonic()
         remaining = None if deadline is None else deadline - now
         if remaining is not None and remaining <= 0:
@@ -316,7 +319,7 @@ class GroupReader:
             remaining = max(remaining, 0.0)
         if self._unsynced:
             try:
-                store._journal.sync(store._journal.state()[0], remaining, what=f"read of group {gs.name!r}")
+                engine.journal.wait_acked(engine.journal.written(), remaining, what=f"read of group {gs.name!r}")
             except TimeoutError:
                 pass
             return True
@@ -331,7 +334,7 @@ class GroupReader:
                     st.waiters += 1
                 st.watchers.add(gs.cond)
             try:
-                if (gs.snap is snap and not self._closed and not store._closed
+                if (gs.snap is snap and not self._closed and not engine.closed
                         and all(st.version == v for st, v in zip(streams, versions))):
                     gs.cond.wait(remaining)
             finally:
@@ -457,7 +460,7 @@ class GroupReader:
                 return False
             del me[k]
             s["completed"][k] = pos
-            advance(s, self._store._segments_of)
+            advance(s, self._engine.segments_of)
             return True
 
         if self._gs.update(fn) is not None:
@@ -472,7 +475,7 @@ class GroupReader:
         self._closed = True
         gs = self._gs
         try:
-            if not gs.deleted and not self._store._closed:
+            if not gs.deleted and not self._engine.closed:
                 final = self._returned()
                 gs.update(lambda s: self._member(s) and (remove_reader(s, self.reader_id, final) or True))
         finally:

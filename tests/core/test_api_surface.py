@@ -11,8 +11,8 @@ from pravega_embedded import errors
 
 # The documented public names (README, issue 2, DESIGN.md section 4).
 DOCUMENTED = {
-    "errors", "open", "open_temporary", "Store", "StreamConfiguration", "ScalingPolicy",
-    "RetentionPolicy", "StreamInfo", "SegmentInfo", "EpochInfo", "SegmentRange", "SegmentCountChange", "SegmentWatcher", "TimeWindow", "TransactionalEventStreamWriter", "Transaction", "TxnStatus", "ByteStream", "StreamCut", "EventRead", "EventPointer",
+    "errors", "open", "open_temporary", "Store", "StoreStatus", "BackgroundFailure",
+    "StreamConfiguration", "ScalingPolicy", "RetentionPolicy", "StreamInfo", "SegmentInfo", "EpochInfo", "SegmentRange", "SegmentCountChange", "SegmentWatcher", "TimeWindow", "TransactionalEventStreamWriter", "Transaction", "TxnStatus", "ByteStream", "StreamCut", "EventRead", "EventPointer",
     "EventStreamWriter", "EventStreamReader", "Slice", "BytesSerializer", "TextSerializer",
     "JsonSerializer", "MAX_EVENT_SIZE", "__version__",
     "ReaderGroupConfig", "ReaderGroup", "GroupReader", "Checkpoint", "CheckpointFuture",
@@ -48,6 +48,7 @@ TREE: dict[str, tuple[str, tuple[type, ...]]] = {
     "StoreLockedError": ("PravegaEmbeddedError", (BlockingIOError,)),
     "StorageError": ("PravegaEmbeddedError", (OSError,)),
     "StorageFullError": ("StorageError", (OSError,)),
+    "StoragePermissionError": ("StorageError", (PermissionError,)),
     "CorruptDataError": ("PravegaEmbeddedError", (OSError,)),
     "FormatVersionError": ("CorruptDataError", (OSError,)),
     "DurabilityTimeoutError": ("PravegaEmbeddedError", (TimeoutError,)),

@@ -38,7 +38,8 @@ def s(pe_store):
 # ------------------------------------------------------------------ surface
 def test_public_names():
     assert set(pe.__all__) == {
-        "errors", "open", "open_temporary", "Store", "StreamConfiguration", "ScalingPolicy",
+        "errors", "open", "open_temporary", "Store", "StoreStatus", "BackgroundFailure",
+        "StreamConfiguration", "ScalingPolicy",
         "RetentionPolicy", "StreamInfo", "SegmentInfo", "EpochInfo", "SegmentRange", "SegmentCountChange", "SegmentWatcher", "TimeWindow", "TransactionalEventStreamWriter", "Transaction", "TxnStatus", "ByteStream", "StreamCut", "EventRead", "EventPointer",
         "EventStreamWriter", "EventStreamReader", "Slice", "BytesSerializer", "TextSerializer",
         "JsonSerializer", "MAX_EVENT_SIZE", "__version__",
@@ -64,6 +65,7 @@ def test_exception_tree():
         "ClosedError": ValueError, "StoreClosedError": ValueError, "WriterClosedError": ValueError,
         "ReaderClosedError": ValueError, "StoreLockedError": BlockingIOError,
         "StorageError": OSError, "StorageFullError": OSError, "CorruptDataError": OSError,
+        "StoragePermissionError": PermissionError,
         "FormatVersionError": OSError, "DurabilityTimeoutError": TimeoutError,
         "ReinitializationRequiredError": RuntimeError,
         "ReaderGroupNotFoundError": LookupError, "ReaderNotFoundError": LookupError,

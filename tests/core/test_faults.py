@@ -18,7 +18,7 @@ def _setup(store, n=2):
 
 
 def _inject(store, which, err, countdown=1):
-    assert lib.pe_journal_inject_fault(store._journal.handle, which, err, countdown) == lib.PE_OK
+    assert lib.pe_journal_inject_fault(store._engine.journal.handle, which, err, countdown) == lib.PE_OK
 
 
 def _per_key(store):
@@ -154,12 +154,14 @@ def test_failed_fsync_fails_readers_waiting_for_durability_not_silently(store_pa
     w = s.create_writer("f", "t", writer_id="w", linger=60)
     w.write_event(b"acked", routing_key="k")
     w.flush()
+    r = s.create_reader("f", "t")
     _inject(s, lib.PE_FAULT_SYNC, errno.EIO)
     w.write_event(b"never-durable", routing_key="k")
     with pytest.raises(errors.StorageError):
         w.flush()
-    r = s.create_reader("f", "t")
-    assert r.read_next_event(timeout=0).event == b"acked"
+    with pytest.raises(errors.StorageError):  # fail-stop: no new work until the store is reopened
+        s.create_reader("f", "t")
+    assert r.read_next_event(timeout=0).event == b"acked"  # acknowledged before the failure
     # the unsynced event is never shown as if it were durable
     try:
         nxt = r.read_next_event(timeout=0.2)

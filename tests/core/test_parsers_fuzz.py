@@ -13,13 +13,13 @@ from pravega_embedded.journal import parse_events_record
 
 _REC = struct.Struct("<IIQBBHI")
 _EVH = struct.Struct("<QQQIH")
-_SEC = struct.Struct("<QQII")
+_SEC = struct.Struct("<QQIIII")  # journal format 2: uid, offset, events, bytes, crc32c, 0
 
 
 def _record(writer: bytes, sections: list[tuple[int, int, bytes]], pos: int = 1000) -> bytes:
     body = _EVH.pack(5, 9, 123, len(sections), len(writer)) + writer
     for uid, off, frames in sections:
-        body += _SEC.pack(uid, off, 1, len(frames)) + frames
+        body += _SEC.pack(uid, off, 1, len(frames), 0, 0) + frames
     return _REC.pack(0, len(body), pos, 1, 0, 0x4550, 0) + body
 
 
@@ -28,7 +28,7 @@ def test_parses_a_well_formed_record():
     parsed = parse_events_record(rec, 0, 1000, len(rec))
     assert (parsed.writer_id, parsed.first_seq, parsed.last_seq) == ("w1", 5, 9)
     assert [(s.segment_uid, s.segment_offset, s.n_bytes) for s in parsed.sections] == [(7, 0, 10), (8, 40, 6)]
-    assert parsed.sections[0].data_pos == 1000 + 24 + 30 + 2 + 24
+    assert parsed.sections[0].data_pos == 1000 + 24 + 30 + 2 + 32
     assert parsed.end == 1000 + len(rec)
 
 

@@ -9,7 +9,13 @@ import pytest
 
 import pravega_embedded as pe
 from pravega_embedded.errors import CorruptDataError
+from pravega_embedded.failstop import FailStop
 from pravega_embedded.metadata import Metadata
+
+
+def _meta(path):
+    """The store's LMDB, opened by hand (the store is closed)."""
+    return Metadata(str(path / "meta"), sync=True, latch=FailStop(str(path)), create=False)
 
 
 def _store_with_open_txn(path):
@@ -30,22 +36,21 @@ def _store_with_open_txn(path):
 ])
 def test_damaged_txn_record_is_refused(tmp_path, damage):
     tid = _store_with_open_txn(tmp_path)
-    meta = Metadata(str(tmp_path / "meta"), sync=True)
+    meta = _meta(tmp_path)
     try:
-        with meta.env.begin(write=True) as w:
-            raw = w.get(tid.hex.encode(), db=meta._txns)
-            original = bytes(raw)
-            rec = json.loads(raw)
+        with meta.write() as w:  # a well-formed value (its checksum is right) with bad fields
+            original = meta._get(w, b"txns", tid.hex.encode())
+            rec = json.loads(original)
             damage(rec)
-            w.put(tid.hex.encode(), json.dumps(rec).encode(), db=meta._txns)
+            meta._put(w, b"txns", tid.hex.encode(), json.dumps(rec).encode())
     finally:
         meta.close()
     with pytest.raises(CorruptDataError, match=tid.hex):
         pe.open(tmp_path, durability="none")
-    meta = Metadata(str(tmp_path / "meta"), sync=True)
+    meta = _meta(tmp_path)
     try:
-        with meta.env.begin(write=True) as w:
-            w.put(tid.hex.encode(), original, db=meta._txns)
+        with meta.write() as w:
+            meta._put(w, b"txns", tid.hex.encode(), original)
     finally:
         meta.close()
     with pe.open(tmp_path, durability="none") as store:  # repaired: the txn is still there
@@ -57,14 +62,18 @@ def test_damaged_txn_record_is_refused(tmp_path, damage):
 
 def test_garbage_json_in_txns_table_is_refused(tmp_path):
     tid = _store_with_open_txn(tmp_path)
-    meta = Metadata(str(tmp_path / "meta"), sync=True)
-    try:
-        with meta.env.begin(write=True) as w:
-            w.put(tid.hex.encode(), b"{not json", db=meta._txns)
-    finally:
-        meta.close()
-    with pytest.raises(CorruptDataError):
-        pe.open(tmp_path, durability="none")
+    for sealed in (True, False):  # garbage with a right checksum, and raw garbage
+        meta = _meta(tmp_path)
+        try:
+            with meta.write() as w:
+                if sealed:
+                    meta._put(w, b"txns", tid.hex.encode(), b"{not json")
+                else:
+                    w.put(tid.hex.encode(), b"{not json", db=meta._db[b"txns"])
+        finally:
+            meta.close()
+        with pytest.raises(CorruptDataError):
+            pe.open(tmp_path, durability="none")
 
 
 def test_a_commit_that_dies_before_its_merge_leaves_the_txn_open_in_lmdb(tmp_path, monkeypatch):
@@ -120,9 +129,9 @@ def test_closing_a_transactional_writer_drops_its_time_note(tmp_path):
         txn = tw.begin_txn()
         txn.write_event(b"x")
         txn.commit(timestamp=100)
-        assert "tw" in store._watermarks._notes.get("s/t", {})
+        assert "tw" in store._engine.watermarks._notes.get("s/t", {})
         tw.close()
-        assert "tw" not in store._watermarks._notes.get("s/t", {})
+        assert "tw" not in store._engine.watermarks._notes.get("s/t", {})
         tw.close()  # idempotent
 
 
@@ -192,7 +201,7 @@ def test_a_commit_interrupted_after_its_merge_is_never_applied_twice(tmp_path, m
         store.create_stream("s", "t")
         txn = store.create_transactional_writer("s", "t").begin_txn()
         txn.write_event(b"once", routing_key="k")
-        real = store._file_rows
+        real = store._engine.files.rows_for
         calls = []
 
         def fails_once(idx):
@@ -201,7 +210,7 @@ def test_a_commit_interrupted_after_its_merge_is_never_applied_twice(tmp_path, m
                 raise RuntimeError("interrupted after the MERGE was appended")
             return real(idx)
 
-        monkeypatch.setattr(store, "_file_rows", fails_once)
+        monkeypatch.setattr(store._engine.files, "rows_for", fails_once)
         with pytest.raises(RuntimeError):
             txn.commit()
         monkeypatch.undo()
@@ -245,17 +254,16 @@ def test_a_reader_never_sees_half_of_a_merged_large_event(monkeypatch):
     import threading
     import time
 
-    from pravega_embedded import segment
+    from pravega_embedded import segindex
 
-    real = segment.Segment.add_section
+    real = segindex.SectionList.add
 
-    def slow(self, start, nbytes, pos, data, visible_at=None, n_events=1):
-        e = real(self, start, nbytes, pos, data, visible_at, n_events)
-        if visible_at is not None and n_events == 0:
+    def slow(self, entry, data):
+        real(self, entry, data)
+        if data is None and entry.n_events == 0 and entry.visible_at != entry.pos + entry.nbytes:
             time.sleep(0.005)  # the reader thread runs while the merge is half applied
-        return e
 
-    monkeypatch.setattr(segment.Segment, "add_section", slow)
+    monkeypatch.setattr(segindex.SectionList, "add", slow)
     big = os.urandom(20 << 20)
     errors, got = [], []
     with pe.open_temporary(durability="none") as store:

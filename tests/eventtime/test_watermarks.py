@@ -24,7 +24,7 @@ def wait_for(cond, timeout=10.0):
 
 
 def watermarks(store, key="s/x"):
-    return list(store._watermarks.marks.get(key, []))
+    return list(store._engine.watermarks.marks.get(key, []))
 
 
 def test_window_bounds_the_event_times_around_the_reader():

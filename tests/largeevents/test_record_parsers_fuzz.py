@@ -17,7 +17,6 @@ from pravega_embedded.records import (
     BYTES_DATA_OFFSET,
     MAX_REFS,
     NO_SEQUENCE,
-    build_bytes_header,
     build_merge,
     parse_bytes_record,
     parse_merge_record,
@@ -35,7 +34,10 @@ def header(rtype: int, payload_len: int, pos: int) -> bytes:
 
 
 def bytes_record(uid: int, soff: int, nev: int, data: bytes, pos: int = 5000) -> bytes:
-    return header(2, 24 + len(data), pos) + build_bytes_header(uid, soff, nev, len(data)) + data
+    """A BYTES record of journal format 2: a section header (uid, offset, events, bytes, CRC of
+    the data, 0) and the data (the C journal builds it; the record CRC is not the parser's)."""
+    section = struct.pack("<QQIIII", uid, soff, nev, len(data), 0, 0)
+    return header(2, 32 + len(data), pos) + section + data
 
 
 def merge_record(pos: int, parts, *, ts: int = 123, seq: int = 7, txn: uuid.UUID | None = None,

@@ -82,7 +82,7 @@ def record_ok(buf: bytes, off: int, pos: int) -> int:
     """Reference validity check of a record: its total size, or 0."""
     if len(buf) - off < 24:
         return 0
-    crc, plen, rpos, rtype, _flags, magic, _res = struct.unpack_from("<IIQBBHI", buf, off)
+    crc, plen, rpos, rtype, _flags, magic, _lag = struct.unpack_from("<IIQBBHI", buf, off)
     if magic != MAGIC or rpos != pos or not 1 <= rtype <= 15 or plen > lib.PE_MAX_RECORD_PAYLOAD:
         return 0
     if 24 + plen > len(buf) - off:
@@ -92,22 +92,36 @@ def record_ok(buf: bytes, off: int, pos: int) -> int:
     return 24 + plen
 
 
+def durable_mark(buf: bytes, off: int, pos: int) -> int:
+    """The position a valid record says was durable before it (0: it says nothing)."""
+    flags, lag = buf[off + 17], struct.unpack_from("<I", buf, off + 20)[0]
+    return pos - lag if flags & 1 and lag <= pos else 0
+
+
 def scan_ref(buf: bytes, buf_pos: int, start_pos: int) -> dict:
-    off, n = start_pos - buf_pos, 0
+    off, n, mark = start_pos - buf_pos, 0, 0
     while off < len(buf):
         size = record_ok(buf, off, buf_pos + off)
         if not size:
             break
+        mark = max(mark, durable_mark(buf, off, buf_pos + off))
         n, off = n + 1, off + size
     r = dict(valid_end=buf_pos + off, n_records=n, tail_state=lib.PE_TAIL_CLEAN, bad_pos=0,
-             next_valid_pos=0)
+             next_valid_pos=0, durable_mark=mark)
     if off == len(buf):
         return r
     r.update(tail_state=lib.PE_TAIL_TORN, bad_pos=buf_pos + off)
-    for s in range(off + 1, len(buf) - 23):
-        if buf[s + 18 : s + 20] == b"PE" and record_ok(buf, s, buf_pos + s):
-            r.update(tail_state=lib.PE_TAIL_CORRUPT, next_valid_pos=buf_pos + s)
-            break
+    s = off + 1
+    while s < len(buf) - 23:
+        size = record_ok(buf, s, buf_pos + s) if buf[s + 18 : s + 20] == b"PE" else 0
+        if size:
+            if r["tail_state"] != lib.PE_TAIL_CORRUPT:
+                r.update(tail_state=lib.PE_TAIL_CORRUPT, next_valid_pos=buf_pos + s)
+            mark = max(mark, durable_mark(buf, s, buf_pos + s))
+            s += size
+        else:
+            s += 1
+    r["durable_mark"] = mark
     return r
 
 
@@ -117,15 +131,18 @@ def scan(buf: bytes, buf_pos: int = 0, start_pos: int | None = None) -> tuple[in
         start_pos = buf_pos
     st = lib.pe_scan(ffi.from_buffer(buf), len(buf), buf_pos, start_pos, res)
     return st, dict(valid_end=res.valid_end, n_records=res.n_records, tail_state=res.tail_state,
-                    bad_pos=res.bad_pos, next_valid_pos=res.next_valid_pos)
+                    bad_pos=res.bad_pos, next_valid_pos=res.next_valid_pos,
+                    durable_mark=res.durable_mark)
 
 
 def parse_events_record(rec: bytes, pos: int) -> dict:
-    """Pure-Python parser of a whole EVENTS record; asserts every fixed field."""
-    crc, plen, rpos, rtype, flags, magic, reserved = struct.unpack_from("<IIQBBHI", rec, 0)
+    """Pure-Python parser of a whole EVENTS record; asserts every fixed field (format 2: a
+    durable lag in the header, a CRC in each section header)."""
+    crc, plen, rpos, rtype, flags, magic, lag = struct.unpack_from("<IIQBBHI", rec, 0)
     assert len(rec) == 24 + plen
     assert crc == crc32c_ref(rec[4:])
-    assert (rpos, rtype, flags, magic, reserved) == (pos, 1, 0, MAGIC, 0)
+    assert (rpos, rtype, magic) == (pos, 1, MAGIC)
+    assert flags in (0, 1) and (flags == 1 or lag == 0) and lag <= pos
     assert rec[18:20] == b"PE"
     first_seq, last_seq, ts, n_sections, wlen = struct.unpack_from("<QQQIH", rec, 24)
     at = 24 + 30
@@ -133,8 +150,9 @@ def parse_events_record(rec: bytes, pos: int) -> dict:
     at += wlen
     sections = []
     for _ in range(n_sections):
-        uid, seg_off, n_events, n_bytes = struct.unpack_from("<QQII", rec, at)
-        at += 24
+        uid, seg_off, n_events, n_bytes, sec_crc, reserved = struct.unpack_from("<QQIIII", rec, at)
+        at += 32
+        assert reserved == 0 and sec_crc == crc32c_ref(rec[at : at + n_bytes])
         frames = parse_frames_ref(rec[at : at + n_bytes])
         assert len(frames) == n_events
         sections.append(dict(uid=uid, offset=seg_off, n_bytes=n_bytes, data_pos=pos + at,
@@ -169,7 +187,7 @@ def prepare(spec, writer=b"writer-1", first_seq=1, last_seq=1, ts=123):
             for p in payloads:
                 lens.append(len(p))
                 payload += p
-    size = 24 + 30 + len(writer) + 24 * len(spec) + len(payload)
+    size = 24 + 30 + len(writer) + 32 * len(spec) + len(payload)
     size += sum(n * (6 + (0 if k == NO_KEY else k)) for k, n in groups)
     return dict(writer=writer, first_seq=first_seq, last_seq=last_seq, ts=ts,
                 sections=[(u, o, len(g)) for u, o, g in spec], groups=groups, keys=keys,
@@ -206,10 +224,10 @@ def append(j, a: dict):
 
 
 def state(j) -> dict:
-    w, s, b = ffi.new("uint64_t *"), ffi.new("uint64_t *"), ffi.new("uint64_t *")
-    e = ffi.new("int32_t *")
-    assert lib.pe_journal_state(j, w, s, b, e) == lib.PE_OK
-    return dict(written=w[0], synced=s[0], base=b[0], errno=e[0])
+    st = ffi.new("pe_journal_status *")
+    assert lib.pe_journal_status_get(j, st) == lib.PE_OK
+    return dict(written=st.written, synced=st.acked, durable=st.durable, base=st.file_base,
+                errno=st.failed_errno)
 
 
 def journal_files(d: Path) -> list[tuple[int, bytes]]:
@@ -225,6 +243,7 @@ def h():
         ffi=ffi, lib=lib, crc32c_ref=crc32c_ref, crc32c=crc32c, frame=frame,
         parse_frames_ref=parse_frames_ref, make_record=make_record, record_ok=record_ok,
         scan_ref=scan_ref, scan=scan, parse_events_record=parse_events_record,
+        durable_mark=durable_mark,
         file_name=file_name, open_journal=open_journal, prepare=prepare, append=append,
         state=state, journal_files=journal_files, NO_KEY=NO_KEY,
     )

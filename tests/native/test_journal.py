@@ -1,4 +1,7 @@
-"""The journal: files, headers, EVENTS records, positions, group commit, rolls, faults."""
+"""The journal: files, headers, EVENTS records, positions, group commit, rolls, faults.
+
+Journal format 2: a file that is not the newest ends with a 24-byte ROLL record (type 4, no
+payload) whose end is the next file's base (``roll_of``)."""
 
 from __future__ import annotations
 
@@ -26,6 +29,14 @@ def expected_frames(spec):
     return [[(k, p) for k, ps in grps for p in ps] for _u, _o, grps in spec]
 
 
+def roll_of(h, data: bytes, base: int) -> int:
+    """Checks that a file that is not the newest ends with a ROLL record; returns the file's
+    content length without it."""
+    at = len(data) - 24
+    assert h.record_ok(data, at, base + at) == 24 and data[at + 16] == 4, "no ROLL record at the end"
+    return at
+
+
 def test_open_fresh_creates_file_with_header(h, tmp_path):
     for base in (0, 123_456_789):
         st, j = h.open_journal(tmp_path, base=base)
@@ -34,12 +45,13 @@ def test_open_fresh_creates_file_with_header(h, tmp_path):
         data = path.read_bytes()
         assert len(data) == 32
         assert data[:8] == b"PEJOURNL"
-        assert struct.unpack_from("<IIQI", data, 8) == (1, 32, base, 0)
+        assert struct.unpack_from("<IIQI", data, 8) == (2, 32, base, 0)
         assert struct.unpack_from("<I", data, 28)[0] == h.crc32c_ref(data[:28])
         b, v = h.ffi.new("uint64_t *"), h.ffi.new("uint32_t *")
         assert h.lib.pe_file_header_parse(data, 32, b, v) == h.lib.PE_OK
-        assert (b[0], v[0]) == (base, 1)
-        assert h.state(j) == dict(written=base + 32, synced=base + 32, base=base, errno=0)
+        assert (b[0], v[0]) == (base, 2)
+        assert h.state(j) == dict(written=base + 32, synced=base + 32, durable=base + 32, base=base,
+                                  errno=0)
         assert h.lib.pe_journal_close(j) == h.lib.PE_OK
     assert sorted(p.name for p in tmp_path.iterdir()) == [
         "00000000000000000000.pej", "00000000000123456789.pej"]
@@ -56,7 +68,7 @@ def test_file_header_checks(h):
     assert lib.pe_file_header_parse(good, 32, b, v) == lib.PE_OK and b[0] == 77
     bad_magic = b"PEJOURNX" + good[8:]
     assert lib.pe_file_header_parse(bad_magic, 32, b, v) == lib.PE_ERR_FORMAT
-    for version in (0, 2):
+    for version in (0, 3):
         raw = bytearray(good)
         struct.pack_into("<I", raw, 8, version)
         struct.pack_into("<I", raw, 28, h.crc32c_ref(bytes(raw[:28])))
@@ -155,8 +167,8 @@ def test_concurrent_appends(h, tmp_path, mode, roll):
     files = dict(h.journal_files(tmp_path))
     at = 32
     for pos, end, rec, t, i in results:
-        if pos != at:  # rolled: the record is the first one of a new file
-            assert roll < 1 << 30 and at in files and pos == at + 32
+        if pos != at:  # rolled: a ROLL record ends the file, the record starts the next one
+            assert roll < 1 << 30 and at + 24 in files and pos == at + 24 + 32
         assert end == pos + len(rec)
         parsed = h.parse_events_record(rec, pos)
         assert (parsed["writer"], parsed["first_seq"]) == (f"w{t}".encode(), i)
@@ -166,13 +178,14 @@ def test_concurrent_appends(h, tmp_path, mode, roll):
     assert h.lib.pe_journal_close(j) == h.lib.PE_OK
     files = h.journal_files(tmp_path)
     assert (len(files) > 10) == (roll < 1 << 30)
-    assert b"".join(d[32:] for _b, d in files) == b"".join(r[2] for r in results)
+    content = [d[32:roll_of(h, d, b)] for b, d in files[:-1]] + [files[-1][1][32:]]
+    assert b"".join(content) == b"".join(r[2] for r in results)
     n = 0
     for base, data in files:
         st, res = h.scan(data, base, base + 32)
         assert (res["tail_state"], res["valid_end"]) == (h.lib.PE_TAIL_CLEAN, base + len(data))
         n += res["n_records"]
-    assert n == 1200 and files[-1][0] + len(files[-1][1]) == at
+    assert n == 1200 + len(files) - 1 and files[-1][0] + len(files[-1][1]) == at
 
 
 @pytest.mark.parametrize("mode", [FSYNC, OS_MODE, NONE])
@@ -194,16 +207,17 @@ def test_roll(h, tmp_path, mode):
     files = h.journal_files(tmp_path)
     assert len(files) > 5 and files[-1][0] == last_base
     found, expect_base, per_file = [], 0, {}
-    for base, data in files:
+    for k, (base, data) in enumerate(files):
         assert base == expect_base  # continuous: each file starts where the previous ended
         b = h.ffi.new("uint64_t *")
         assert h.lib.pe_file_header_parse(data, len(data), b, h.ffi.NULL) == h.lib.PE_OK
         assert b[0] == base
-        assert len(data) <= 2048 or len(data) == 32 + 24 + 30 + 8 + 24 + 6 + 5000
+        content = len(data) if k == len(files) - 1 else roll_of(h, data, base)
+        assert content <= 2048 or content == 32 + 24 + 30 + 8 + 32 + 6 + 5000
         st, res = h.scan(data, base, base + 32)
         assert res["tail_state"] == h.lib.PE_TAIL_CLEAN and res["n_records"] >= 1
         at = base + 32
-        while at < base + len(data):
+        while at < base + content:
             size = h.record_ok(data, at - base, at)
             assert size
             found.append((at, data[at - base : at - base + size]))
@@ -213,7 +227,7 @@ def test_roll(h, tmp_path, mode):
     assert found == records
     big_file = per_file[records[20][0]]  # the record bigger than roll_bytes sits alone
     assert list(per_file.values()).count(big_file) == 1 and records[20][0] == big_file + 32
-    assert len([d for _b, d in files if len(d) > 2048]) == 1
+    assert len([d for _b, d in files if len(d) > 2048 + 24]) == 1
 
 
 def test_big_first_record_stays_in_the_first_file(h, tmp_path):
@@ -225,7 +239,8 @@ def test_big_first_record_stays_in_the_first_file(h, tmp_path):
             assert pos == 32 and h.state(j)["base"] == 0  # no roll away from an empty file
     assert h.lib.pe_journal_close(j) == h.lib.PE_OK
     files = h.journal_files(tmp_path)
-    assert len(files) == 3 and all(len(d) == 32 + 24 + 30 + 8 + 24 + 6 + 500 for _b, d in files)
+    rec = 24 + 30 + 8 + 32 + 6 + 500
+    assert len(files) == 3 and [len(d) for _b, d in files] == [32 + rec + 24] * 2 + [32 + rec]
 
 
 def test_reopen_after_torn_tail(h, tmp_path):
@@ -293,7 +308,8 @@ def test_write_fault_enospc(h, tmp_path):
         check(st, "append to s/t", errno=err)
     assert ei.value.errno == errno.ENOSPC and "append to s/t" in str(ei.value)
     assert path.read_bytes() == before
-    assert h.state(j) == dict(written=end2, synced=h.state(j)["synced"], base=0, errno=0)
+    s = h.state(j)
+    assert (s["written"], s["base"], s["errno"]) == (end2, 0, 0)
     st, _e, rec3, pos3, _end, _ = h.append(j, h.prepare([(1, 2, [(None, [b"three"])])]))
     assert (st, pos3) == (lib.PE_OK, end2)  # retry works at the same position
     assert lib.pe_journal_close(j) == lib.PE_OK

@@ -534,5 +534,5 @@ def test_revisions_grow_and_racing_updates_are_recomputed(store):
     assert gs.revision == rev0 + 32
     # what LMDB holds is the same revision
     import json
-    stored = dict(store._meta.groups())["dash"]
+    stored = dict(store._engine.meta.groups())["dash"]
     assert json.loads(stored)["revision"] == gs.revision

@@ -26,7 +26,7 @@ def valid_state() -> bytes:
         drain([r1, r2])
         fut.result(timeout=1)
         g.initiate_checkpoint("b")
-        return dict(store._meta.groups())["g"]
+        return dict(store._engine.meta.groups())["g"]
 
 
 VALID = valid_state()
@@ -108,15 +108,22 @@ def test_a_segment_in_two_places_is_corrupt():
         parse_state("g", json.dumps(s).encode())
 
 
-def test_one_damaged_group_in_a_store(tmp_path):
+@pytest.mark.parametrize("checksum", ["right", "wrong"])
+def test_one_damaged_group_in_a_store(tmp_path, checksum):
+    """A group whose stored value is cut (its checksum right or wrong) fails alone."""
     path = tmp_path / "store"
     with pe.open(path) as store:
         store.create_scope("iot")
         store.create_stream("iot", "s")
         store.create_reader_group("good", cfg("iot/s"))
         store.create_reader_group("bad", cfg("iot/s"))
-        with store._meta.env.begin(write=True) as txn:
-            txn.put(b"bad", b'{"format": 1, "name": "bad", "revis', db=store._meta._groups)
+        meta = store._engine.meta
+        cut = b'{"format": 1, "name": "bad", "revis'
+        with meta.write() as txn:
+            if checksum == "right":
+                meta._put(txn, b"groups", b"bad", cut)
+            else:
+                txn.put(b"bad", cut, db=meta._db[b"groups"])
     with pe.open(path) as store:
         assert store.list_reader_groups() == ["bad", "good"]
         with pytest.raises(errors.CorruptDataError, match="'bad'"):

@@ -6,6 +6,7 @@ from __future__ import annotations
 import os
 import time
 
+import lmdb
 import pytest
 
 import pravega_embedded as pe
@@ -67,7 +68,7 @@ def test_by_size_keeps_at_least_min_and_reclaims_disk(tmp_path):
             retention=pe.RetentionPolicy.by_size(bytes=2 << 20)))
         w = store.create_writer("s", "x", writer_id="w")
         n = write_batches(w, 20, pause=0.15)  # ~10 MB in 20 marks
-        wait_for(lambda: store._retention.files_deleted >= 3, what="journal files deleted")
+        wait_for(lambda: store._engine.files.files_deleted >= 3, what="journal files deleted")
         info = store.stream_info("s", "x")
         assert info.length >= 2 << 20  # at least min kept
         assert info.length < 6 << 20  # and the rest truncated
@@ -104,7 +105,7 @@ def test_none_policy_never_truncates(tmp_path):
         n = write_batches(w, 6, pause=0.1)
         time.sleep(0.5)
         assert numbers(store) == list(range(n))
-        assert store._retention.truncations == 0
+        assert store._engine.retention.truncations == 0
 
 
 def test_consumption_last_checkpoint_truncates_only_what_the_group_has_checkpointed(tmp_path):
@@ -236,7 +237,7 @@ def test_reclaim_survives_reopen_and_deleted_streams_give_disk_back(tmp_path):
         store.truncate_stream("s", "x", tail)
         store.reclaim()
         assert journal_bytes(tmp_path) < before / 3
-        assert store._retention.bytes_reclaimed >= before - journal_bytes(tmp_path) - 4096
+        assert store._engine.files.bytes_reclaimed >= before - journal_bytes(tmp_path) - 4096
     with pe.open(tmp_path, **FAST) as store:
         assert numbers(store) == []
         assert store.stream_info("s", "x").head == tail
@@ -305,7 +306,7 @@ def test_update_stream_turns_retention_on(tmp_path):
         assert numbers(store)[-1] == n - 1
     with pe.open(tmp_path, **FAST) as store:  # the policy and the marks survive a reopen
         assert store.stream_info("s", "x").config.retention == pe.RetentionPolicy.by_size(bytes=1 << 20)
-        assert store._retention.marks["s/x"]
+        assert store._engine.retention.marks["s/x"]
 
 
 def test_files_table_is_rebuilt_for_a_store_that_predates_it(tmp_path):
@@ -316,16 +317,23 @@ def test_files_table_is_rebuilt_for_a_store_that_predates_it(tmp_path):
         write_batches(w, 5)
         w.close()
         store.checkpoint()
-        expected = dict(store._file_ends)
-        meta = store._meta
-        with meta.env.begin(write=True) as txn:  # what a store written before the table looks like
-            txn.delete(b"files_built", db=meta._store)
-            txn.drop(meta._files, delete=False)
-            txn.put(b"format_version", (1).to_bytes(8, "little"), db=meta._store)
+        expected = store._engine.meta.files()
+    env = lmdb.open(str(tmp_path / "meta"), max_dbs=16, subdir=True)
+    with env.begin(write=True) as txn:  # what a store written before the table looks like
+        for name in (b"store", b"scopes", b"streams", b"segments", b"seglen", b"writers",
+                     b"index", b"groups", b"files", b"retention", b"watermarks", b"txns"):
+            db = env.open_db(name, txn=txn)
+            for k, v in list(txn.cursor(db=db)):  # format 1: values without their checksums
+                txn.put(k, v[:-4], db=db)
+        store_db = env.open_db(b"store", txn=txn)
+        txn.delete(b"files_built", db=store_db)
+        txn.drop(env.open_db(b"files", txn=txn), delete=False)
+        txn.put(b"format_version", (1).to_bytes(8, "little"), db=store_db)
+    env.close()
     with pe.open(tmp_path, **FAST) as store:
-        assert store._file_ends == expected and expected
-        with store._meta.env.begin() as txn:  # upgraded in place to the current format
-            assert txn.get(b"format_version", db=store._meta._store) == \
+        assert store._engine.meta.files() == expected and expected
+        with store._engine.meta.env.begin() as txn:  # upgraded in place to the current format
+            assert txn.get(b"format_version", db=store._engine.meta._db[b"store"])[:8] == \
                 META_FORMAT_VERSION.to_bytes(8, "little")
         tail = store.stream_info("s", "x").tail
         before = journal_bytes(tmp_path)

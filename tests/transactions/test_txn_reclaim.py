@@ -30,18 +30,18 @@ def test_staged_events_survive_reclaim_until_the_transaction_ends(store_path, en
             txn.write_event(payload("txn", f"k{i % 7}", i // 7, 100), routing_key=f"k{i % 7}")
         txn.flush()
         store.scale_stream(SCOPE, STREAM, seal=[0], new_ranges=[(0.0, 0.25), (0.25, 0.5)])
-        first = store._journal.files()[0]
+        first = store._engine.journal.files()[0]
         with store.create_writer(SCOPE, FILLER) as w:
             for _ in range(40_000):
                 w.write_event(b"f" * 150)
-        assert len(store._journal.files()) > 4
+        assert len(store._engine.journal.files()) > 4
         truncate_filler(store)
-        files = store._journal.files()
+        files = store._engine.journal.files()
         assert first in files and len(files) <= 3, files  # the filler's files went, the staged data's stayed
         tid = txn.txn_id
     with pe.open(store_path, durability="none", roll_bytes=1 << 20) as store:
         truncate_filler(store)
-        assert first in store._journal.files()
+        assert first in store._engine.journal.files()
         txn = store.create_transactional_writer(SCOPE, STREAM).get_txn(tid)
         if end == "commit":
             txn.commit()
@@ -49,14 +49,14 @@ def test_staged_events_survive_reclaim_until_the_transaction_ends(store_path, en
             assert tags(events) == {"txn": 2000}
             assert_key_order(events)
             truncate_filler(store)
-            assert first in store._journal.files()  # now the stream's data
+            assert first in store._engine.journal.files()  # now the stream's data
         else:
             txn.abort()
             with store.create_writer(SCOPE, FILLER) as w:  # move the write position on
                 for _ in range(10_000):
                     w.write_event(b"f" * 150)
             truncate_filler(store)
-            assert first not in store._journal.files(), "an aborted transaction's file was kept"
+            assert first not in store._engine.journal.files(), "an aborted transaction's file was kept"
             assert slice_events(store, SCOPE, STREAM) == []
     with pe.open(store_path, durability="none") as store:
         assert tags(slice_events(store, SCOPE, STREAM)) == ({"txn": 2000} if end == "commit" else {})

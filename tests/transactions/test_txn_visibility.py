@@ -279,7 +279,7 @@ def test_a_slice_taken_while_a_commit_is_applied_holds_all_of_it_or_none(pe_stor
     segments (the pause is at the slicer's first release of the index lock). The slice takes
     every segment's visible length under one hold of that lock, so the commit cannot apply in
     between: the slice holds all of it or none of it."""
-    import pravega_embedded.reader as reader_mod
+    from pravega_embedded import segindex
     from pravega_embedded._native import lib
 
     make_stream(pe_store, SCOPE, STREAM, 4)
@@ -288,24 +288,25 @@ def test_a_slice_taken_while_a_commit_is_applied_holds_all_of_it_or_none(pe_stor
         txn.write_event(payload("txn", None, i))
     txn.flush()
     merge_written, first_looked, applied = threading.Event(), threading.Event(), threading.Event()
-    journal = pe_store._journal
-    real_append, real_visible, real_apply = journal.append_record, reader_mod._visible, staging.apply_parts
+    journal, index = pe_store._engine.journal, pe_store._engine.index
+    real_append, real_visible, real_apply = (journal.append_record, segindex.SectionList.visible_length,
+                                             index.merge)
     got: list = []
 
     def append_record(rtype, payload_, what):
         pos, end = real_append(rtype, payload_, what)
         if rtype == lib.PE_RECORD_MERGE:
-            journal.sync(end, None)
+            journal.wait_acked(end, None, "test")
             merge_written.set()
             first_looked.wait(2)
         return pos, end
 
     looked = []
 
-    def visible(seg, synced):
+    def visible(sections, length, acked):
         if threading.current_thread() is slicer:
-            looked.append(seg)
-        return real_visible(seg, synced)
+            looked.append(sections)
+        return real_visible(sections, length, acked)
 
     class PausingLock:
         """The index lock; when the slicer lets go of it after looking at its first segment,
@@ -334,9 +335,9 @@ def test_a_slice_taken_while_a_commit_is_applied_holds_all_of_it_or_none(pe_stor
         got.append(list(pe_store.read_slice(SCOPE, STREAM)))
 
     monkeypatch.setattr(journal, "append_record", append_record)
-    monkeypatch.setattr(reader_mod, "_visible", visible)
-    monkeypatch.setattr(pe_store, "_index_lock", PausingLock(pe_store._index_lock))
-    monkeypatch.setattr(staging, "apply_parts", apply_parts)
+    monkeypatch.setattr(segindex.SectionList, "visible_length", visible)
+    monkeypatch.setattr(index, "lock", PausingLock(index.lock))
+    monkeypatch.setattr(index, "merge", apply_parts)
     slicer = threading.Thread(target=take_slice, daemon=True)
     slicer.start()
     txn.commit()

@@ -1,0 +1,229 @@
+"""Reading one segment: its bytes at an offset, its events, and checking positions in it.
+
+Owns: finding a segment's bytes at an offset (the tail cache in memory, else the journal file
+through the in-memory or LMDB section index, checked against the section's CRC), turning frames
+into EventRead tuples (frames parsed in C once per chunk), checking that an offset is an event
+boundary, fetching one event by pointer, and validating a user's StreamCut against a stream.
+
+Invariants:
+  1. Only acknowledged data is visible: a section is read only once the journal acknowledges
+     its ``visible_at`` (engine invariant 4).
+  2. Reads start and stop at frame boundaries; a cut offset that is not one is rejected
+     (InvalidStreamCutError), never parsed as garbage.
+  3. A read of data that was truncated and reclaimed meanwhile raises TruncatedDataError, never
+     another file's bytes (journal invariant 5).
+
+Thread-safety: a SegmentSource holds no state of its own beyond the segment: any thread.
+"""
+
+from __future__ import annotations
+
+import struct
+import time
+from typing import TYPE_CHECKING, Any
+
+from ._native import ffi
+from .errors import (
+    CorruptDataError,
+    InvalidConfigurationError,
+    InvalidEventPointerError,
+    InvalidStreamCutError,
+    StorageError,
+    TruncatedDataError,
+)
+from .events import EventRead
+from .frames import FRAME_HEADER_SIZE, FrameParser, frame_length
+from .largeevents import LargeFrame, read_large
+from .segindex import IndexEntry
+from .serializers import resolve
+from .streamcut import StreamCut
+from .topology import check_cut
+
+if TYPE_CHECKING:
+    from .engine import Engine
+    from .segment import Segment
+    from .stream import StreamState
+
+__all__ = ["SegmentSource", "events_from", "deadline_of", "resolve_cut"]
+
+_new = tuple.__new__
+_FRAME_HEAD = struct.Struct("<IH")  # payload length, key length (frames.c)
+_FH = FRAME_HEADER_SIZE
+
+
+def events_from(data: Any, base: int, sid: int, names: tuple[str, str], ser: Any,
+                frames: FrameParser, what: str) -> list[EventRead]:
+    """All events in ``data`` (complete frames; the first at segment offset ``base``)."""
+    out: list[EventRead] = []
+    ER = EventRead
+    if type(data) is LargeFrame:
+        ev = data.event if ser is None else ser.deserialize(data.event)
+        return [_new(ER, (ev, data.key, sid, base, data.length, names))]
+    cbuf = ffi.from_buffer(data)
+    pos, total = 0, len(data)
+    while pos < total:
+        n, consumed = frames.parse(cbuf + pos, total - pos, what)
+        if n == 0:
+            raise CorruptDataError(f"{what}: a damaged frame at offset {base + pos}")
+        b = base + pos
+        kls = frames.kl[:n]
+        ap = out.append
+        if min(kls) >= 0:  # every event has a key: the common case, no branch per event
+            for fo, pl, kl in zip(frames.fo[:n], frames.pl[:n], kls):
+                s = pos + fo + _FH
+                e = s + kl
+                ap(_new(ER, (data[e : e + pl], data[s:e], sid, b + fo, _FH + kl + pl, names)))
+        else:
+            for fo, pl, kl in zip(frames.fo[:n], frames.pl[:n], kls):
+                s = pos + fo + _FH
+                if kl < 0:
+                    ap(_new(ER, (data[s : s + pl], None, sid, b + fo, _FH + pl, names)))
+                else:
+                    e = s + kl
+                    ap(_new(ER, (data[e : e + pl], data[s:e], sid, b + fo, _FH + kl + pl, names)))
+        pos += consumed
+    if ser is not None:
+        de = ser.deserialize
+        out = [_new(ER, (de(e[0]),) + e[1:]) for e in out]
+    return out
+
+
+def deadline_of(timeout: Any) -> float | None:
+    """The monotonic deadline of a read ``timeout`` (None: no deadline); a timeout that is not a
+    number raises InvalidConfigurationError."""
+    if timeout is None:
+        return None
+    if isinstance(timeout, bool) or not isinstance(timeout, (int, float)):
+        raise InvalidConfigurationError(f"timeout must be a number of seconds or None, got {timeout!r}")
+    return time.monotonic() + max(0.0, timeout)
+
+
+class SegmentSource:
+    """Reads one segment's bytes for readers and slices."""
+
+    __slots__ = ("engine", "seg", "journal")
+
+    def __init__(self, engine: "Engine", seg: "Segment") -> None:
+        self.engine, self.seg, self.journal = engine, seg, engine.journal
+
+    def section(self, offset: int) -> tuple[IndexEntry, Any]:
+        """The section containing ``offset`` and its cached bytes (or None)."""
+        return self.engine.index.lookup(self.seg, offset)
+
+    def visible_length(self, acked: int) -> int:
+        """The segment's length counting only visible sections (invariant 1)."""
+        return self.engine.index.visible_length(self.seg, acked)
+
+    def read(self, offset: int, limit: int, *, copy: bool = True) -> tuple[Any, int]:
+        """Complete frames from ``offset`` to the end of its section or ``limit``: (bytes, end).
+        With copy=False a cached section comes back as a read-only memoryview (no copy). A
+        large event (a frame longer than its section, ``largeevents``) comes back whole as a
+        LargeFrame."""
+        data, stop = self.read_raw(offset, limit, copy=copy)
+        if len(data) >= _FH:
+            pl, kl = _FRAME_HEAD.unpack_from(data, 0)
+            if frame_length(pl, kl) > len(data):
+                try:
+                    return read_large(self, offset, limit, data)
+                except OSError as exc:  # CorruptDataError and StorageError are OSErrors too
+                    self._truncated(offset)
+                    if isinstance(exc, (CorruptDataError, StorageError)):
+                        raise
+                    raise StorageError(f"read of segment {self.seg.name} at {offset}: {exc}") from exc
+        return data, stop
+
+    def _truncated(self, offset: int) -> None:
+        """Raise TruncatedDataError if ``offset`` is before the head now (a failed read raced
+        with a truncation whose reclaim deleted the journal file, invariant 3)."""
+        seg = self.seg
+        head = seg.stream.head.get(seg.segment_id, 0)
+        if offset < head:
+            raise TruncatedDataError(f"offset {offset} of segment {seg.name} was truncated (head {head})") from None
+
+    def read_raw(self, offset: int, limit: int, *, copy: bool = True) -> tuple[Any, int]:
+        """The bytes from ``offset`` to the end of its section or ``limit``: (bytes, end)."""
+        try:
+            e, data = self.section(offset)
+            stop = min(e.end, limit)
+            if data is not None:
+                view = data[offset - e.start : stop - e.start]
+                return (bytes(view) if copy else view.toreadonly()), stop
+            return self.journal.read_section(e.pos, e.nbytes, offset - e.start, stop - e.start), stop
+        except (CorruptDataError, StorageError):
+            self._truncated(offset)  # truncated (and its journal file deleted) meanwhile
+            raise
+
+    def check_boundary(self, offset: int, what: str) -> None:
+        """Raise InvalidStreamCutError unless ``offset`` starts a frame (or is the end)."""
+        seg = self.seg
+        if offset == 0 or offset == seg.length:
+            return
+        e, _ = self.section(offset)
+        if e.n_events == 0:  # inside a large event (its continuation chunks start no event)
+            raise InvalidStreamCutError(
+                f"{what}: offset {offset} is inside a large event in segment {seg.name}"
+            )
+        if offset == e.start:
+            return
+        data, _ = self.read_raw(e.start, offset)
+        frames = FrameParser(1024)
+        cbuf = ffi.from_buffer(data)
+        p = 0
+        while p < len(data):
+            n, consumed = frames.parse(cbuf + p, len(data) - p, what)
+            if n == 0:
+                break
+            p += consumed
+        if p != len(data):
+            raise InvalidStreamCutError(
+                f"{what}: offset {offset} is not an event boundary in segment {seg.name}"
+            )
+
+    def fetch(self, offset: int, length: int, serializer: Any) -> EventRead:
+        seg = self.seg
+        head = seg.stream.head.get(seg.segment_id, 0)
+        if offset < head:
+            raise TruncatedDataError(f"offset {offset} of segment {seg.name} was truncated (head {head})")
+        bad = InvalidEventPointerError(f"no event at {offset}+{length} in segment {seg.name}")
+        if offset + length > seg.length or length < _FH:
+            raise bad
+        try:
+            self.check_boundary(offset, f"fetch from {seg.name}")
+        except InvalidStreamCutError:
+            raise InvalidEventPointerError(
+                f"no event starts at offset {offset} of segment {seg.name}"
+            ) from None
+        try:
+            data, stop = self.read(offset, offset + length)
+        except CorruptDataError:  # a large event's frame is longer than the pointer says
+            raise bad from None
+        if stop != offset + length:
+            raise bad
+        try:
+            evs = events_from(data, offset, seg.segment_id, seg.stream.names, resolve(serializer),
+                              FrameParser(4), f"fetch from {seg.name}")
+        except CorruptDataError:
+            raise bad from None
+        if len(evs) != 1 or evs[0].length != length:
+            raise bad
+        return evs[0]
+
+
+def resolve_cut(engine: "Engine", st: "StreamState", cut: StreamCut | None, what: str,
+                *, check_boundaries: bool = True) -> dict[int, int] | None:
+    """Validate a user's cut against the stream: its full map (None for UNBOUNDED/None)."""
+    if cut is None or (isinstance(cut, StreamCut) and cut.positions is None):
+        return None
+    if not isinstance(cut, StreamCut):
+        raise InvalidStreamCutError(f"{what}: expected a StreamCut, got {type(cut).__name__}")
+    if (cut.scope, cut.stream) != st.names:
+        raise InvalidStreamCutError(
+            f"{what}: the StreamCut is of {cut.scope}/{cut.stream}, not of {st.key}"
+        )
+    named = cut.as_dict()
+    full = check_cut(dict(st.segments), named, what, st.key)
+    if check_boundaries:
+        for sid, off in named.items():
+            SegmentSource(engine, st.segments[sid]).check_boundary(off, what)
+    return full
+
