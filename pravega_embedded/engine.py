@@ -108,6 +108,7 @@ class Engine:
         whose commit was replayed (``transactions`` finishes them)."""
         try:
             stale = self._load_topology()
+            self.meta.verify()
             self.files.load(self.is_dead)  # raises before anything is written (invariant 5)
             rec = self.journal.recover(self.meta.applied_pos())
             committed = replay(self.index, self.seqs, self.segments, rec.records)

@@ -21,7 +21,8 @@ Invariants:
   6. The ``files`` table says, per journal file, which segments have data in it and where that
      data ends; it is written with the checkpoint that indexes the data, so every section
      before ``applied_pos`` is accounted for (retention deletes files by it).
-  7. Every value is stored with a CRC32 of its key and bytes (format 4); a value that fails it,
+  7. Every value but ``format_version`` (kept as every release wrote it, so an older release
+     refuses the store cleanly) is stored with a CRC32 of its key and bytes (format 4); a value that fails it,
      or does not parse, is CorruptDataError, never a wrong answer or another exception. A
      ``data.mdb`` that is missing, empty or shorter than its own meta page says is refused before
      LMDB maps it (a truncated file would kill the process with SIGBUS).
@@ -229,23 +230,23 @@ class Metadata:
     # ------------------------------------------------------------------ format / store keys
     def _check_format(self) -> None:
         with self._guard("check the metadata format"), self.write("check the metadata format") as txn:
+            # the one value stored without a checksum, as every release wrote it, so that an
+            # older release reads it and refuses a newer store cleanly
             raw = txn.get(b"format_version", db=self._db[b"store"])
             if raw is None:
                 if any(txn.stat(self._db[n])["entries"] for n in _DBS if n != b"store"):
                     raise CorruptDataError(f"metadata store {self.path} has no format version")
-                for key, val in ((b"format_version", _LE64.pack(META_FORMAT_VERSION)),
-                                 (b"next_uid", _LE64.pack(1)), (b"files_built", b"1")):
+                txn.put(b"format_version", _LE64.pack(META_FORMAT_VERSION), db=self._db[b"store"])
+                for key, val in ((b"next_uid", _LE64.pack(1)), (b"files_built", b"1")):
                     self._put(txn, b"store", key, val)
                 return
-            version = _LE64.unpack(raw[:8])[0] if len(raw) in (8, 12) else 0
+            version = _LE64.unpack(raw)[0] if len(raw) == 8 else 0
             if not 1 <= version <= META_FORMAT_VERSION:
                 raise FormatVersionError(
                     f"metadata store {self.path} has format version {version}; this release "
                     f"reads 1..{META_FORMAT_VERSION}")
             if version < META_FORMAT_VERSION:
                 self._upgrade(txn)
-            else:
-                self._open(b"store", b"format_version", raw)
 
     def _upgrade(self, txn: lmdb.Transaction) -> None:
         """Upgrade a store of format 1..3 in place (docs/format.md, "Versions"): every value
@@ -256,8 +257,18 @@ class Metadata:
             db = self._db[name]
             items = list(txn.cursor(db=db))
             for k, v in items:
-                txn.put(k, _seal(k, bytes(v)), db=db)
-        self._put(txn, b"store", b"format_version", _LE64.pack(META_FORMAT_VERSION))
+                if (name, k) != (b"store", b"format_version"):
+                    txn.put(k, _seal(k, bytes(v)), db=db)
+        txn.put(b"format_version", _LE64.pack(META_FORMAT_VERSION), db=self._db[b"store"])
+
+    def verify(self, tables: Iterable[bytes] = (b"scopes", b"writers")) -> None:
+        """Check every value of ``tables`` (the ones open does not read whole anyway), so a
+        damaged writer sequence is refused at open instead of resuming a writer at the wrong
+        place (invariant 7)."""
+        with self._read("check the metadata") as txn:
+            for name in tables:
+                for _ in self._items(txn, name):
+                    pass
 
     def applied_pos(self) -> int | None:
         with self._read("read the applied position") as txn:
