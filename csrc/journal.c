@@ -142,7 +142,8 @@ struct pe_journal {
     int closing;
     int sync_idle;    /* the sync thread is waiting on work_cv */
     int sync_waiters; /* threads in pe_journal_sync waiting for synced to advance */
-    int syncing;      /* OS mode: a pe_journal_make_durable fdatasync is in flight */
+    int leading;      /* a caller's thread is in an fdatasync (a flush leading its group, or
+                         OS mode's make_durable): at most one at a time */
     int have_thread;
     pthread_t thread;
     int32_t fault_countdown[3];
@@ -463,6 +464,14 @@ static void *sync_main(void *arg)
         gather_locked(j);
         if (j->failed_errno != 0)
             break;
+        if (j->leading && !j->closing) {
+            /* a flush is syncing in its own thread: do not flush the device twice; look again
+             * when it is done */
+            pthread_cond_wait(&j->synced_cv, &j->mu);
+            continue;
+        }
+        if (j->written <= j->synced)
+            continue; /* a leader synced it meanwhile: nothing to flush */
         if (sync_once_locked(j) != 0)
             break;
     }
@@ -1034,14 +1043,22 @@ static struct timespec deadline_in(int64_t timeout_ns)
     return d;
 }
 
-/* Waits (mu held) until pos is acknowledged (durable = 0) or fdatasynced (durable = 1). In OS
- * mode a durable wait does the fdatasync itself when no other call is doing one. */
+/* Waits (mu held) until pos is acknowledged (durable = 0) or fdatasynced (durable = 1).
+ *
+ * Leader-based group commit: a waiter that may lead (FSYNC mode without a timeout, or an OS-mode
+ * durable wait) and finds no other caller in an fdatasync does the fdatasync itself, in its own
+ * thread, for everything written so far; the others wait for it and the next one leads if they
+ * are still not covered. A leader does not wait for a background sync in flight: fdatasync makes
+ * everything written before the call durable (pages under writeback included), so two in flight
+ * each publish their own target, and the kernel may fold them into one journal commit. This
+ * saves the two thread hand-overs of waking the sync thread and being woken by it. */
 static int wait_locked(pe_journal *j, uint64_t pos, int64_t timeout_ns, int durable)
 {
     struct timespec deadline = {0, 0};
     if (timeout_ns > 0)
         deadline = deadline_in(timeout_ns);
-    int drive = durable && j->durability == PE_DURABILITY_OS;
+    int may_lead = (j->durability == PE_DURABILITY_FSYNC && timeout_ns < 0) ||
+                   (j->durability == PE_DURABILITY_OS && durable);
     for (;;) {
         if (j->failed_errno != 0)
             return PE_ERR_FAILED;
@@ -1050,11 +1067,13 @@ static int wait_locked(pe_journal *j, uint64_t pos, int64_t timeout_ns, int dura
             return PE_OK;
         if (j->closing)
             return PE_ERR_FAILED;
-        if (drive && !j->syncing) {
-            j->syncing = 1;
+        if (may_lead && !j->leading) {
+            j->leading = 1;
             int rc = sync_once_locked(j);
-            j->syncing = 0;
+            j->leading = 0;
             pthread_cond_broadcast(&j->synced_cv);
+            if (j->sync_idle)
+                pthread_cond_signal(&j->work_cv); /* the sync thread may have waited for it */
             if (rc != 0)
                 return PE_ERR_IO;
             continue;
@@ -1160,7 +1179,7 @@ int pe_journal_close(pe_journal *j)
         pthread_join(j->thread, NULL);
 
     pthread_mutex_lock(&j->mu);
-    while (j->syncing) /* an OS-mode make_durable still in its fdatasync */
+    while (j->leading) /* a caller's fdatasync still in flight */
         pthread_cond_wait(&j->synced_cv, &j->mu);
     if (was_failed) {
         rc = PE_ERR_FAILED;
