@@ -75,82 +75,85 @@ def append_events(engine: "Engine", st: "StreamState", wid: bytes, first: int, l
         by_seg = reroute(st, by_seg)  # a scaling sealed a target meanwhile (invariant 2)
 
 
+class _Described:
+    """A batch as the C journal takes it: section and group descriptors, keys, events."""
+
+    __slots__ = ("segs", "sections", "groups", "ngroups", "keys", "evs", "framing")
+
+    def __init__(self, by_seg: Batch) -> None:
+        self.segs = list(by_seg)
+        self.ngroups = sum(map(len, by_seg.values()))
+        self.sections = ffi.new("pe_section[]", len(self.segs))
+        self.groups = ffi.new("pe_group[]", self.ngroups)
+        keys: list[bytes] = []
+        evs: list[bytes] = []
+        framing = 0  # frame headers and keys
+        gi = 0
+        for si, seg in enumerate(self.segs):
+            glist = by_seg[seg]
+            self.sections[si].segment_uid = seg.uid
+            self.sections[si].n_groups = len(glist)
+            for kb, lst in glist:
+                g = self.groups[gi]
+                gi += 1
+                n = len(lst)
+                g.n_events = n
+                if kb is None:
+                    g.key_len = _NO_KEY
+                    framing += _FRAME * n
+                else:
+                    g.key_len = len(kb)
+                    keys.append(kb)
+                    framing += (_FRAME + len(kb)) * n
+                evs += lst
+        self.keys, self.evs, self.framing = b"".join(keys), evs, framing
+
+
 def try_append(engine: "Engine", st: "StreamState", wid: bytes, first: int, last: int,
                by_seg: Batch, out_entries: list[tuple[Segment, IndexEntry]] | None = None) -> int | None:
     """Append one batch as one record unless one of its segments is sealed (then None). An
     empty ``wid`` writes a transaction's staged events: no writer sequence is kept;
     ``out_entries`` collects the (segment, index entry) pairs appended."""
-    nsec = len(by_seg)
-    ngroups = sum(map(len, by_seg.values()))
-    sections = ffi.new("pe_section[]", nsec)
-    groups = ffi.new("pe_group[]", ngroups)
-    keys: list[bytes] = []
-    evs: list[bytes] = []
-    extra = 0
-    gi = 0
-    segs = list(by_seg)
-    for si, seg in enumerate(segs):
-        glist = by_seg[seg]
-        sections[si].segment_uid = seg.uid
-        sections[si].n_groups = len(glist)
-        for kb, lst in glist:
-            g = groups[gi]
-            gi += 1
-            n = len(lst)
-            g.n_events = n
-            if kb is None:
-                g.key_len = _NO_KEY
-                extra += _FRAME * n
-            else:
-                g.key_len = len(kb)
-                keys.append(kb)
-                extra += (_FRAME + len(kb)) * n
-            evs += lst
+    d = _Described(by_seg)
+    evs, sections = d.evs, d.sections
     lens = array("I", map(len, evs))
     total = sum(lens)
-    keys_b = b"".join(keys)
+    head = _REC_FIXED + len(wid) + _SEC * len(d.segs) + d.framing
     big = total >= _BIG_BATCH and total >= _BIG_EVENT * len(evs)
-    if big:
-        ptrs = ffi.new("char *[]", [ffi.from_buffer(e) for e in evs])  # alive until the call ends
-        size = _REC_FIXED + len(wid) + _SEC * nsec + extra
+    if big:  # written from the events' own buffers, kept alive until the call returns
+        ptrs = ffi.new("char *[]", [ffi.from_buffer(e) for e in evs])
+        size = head
     else:
         payload = b"".join(evs)
-        size = _REC_FIXED + len(wid) + _SEC * nsec + extra + total
+        size = head + total
     out = _new_uncleared("char[]", size)  # C writes every byte: no zero-fill pass
     outs = ffi.new("uint64_t[3]")
-    journal, index = engine.journal, engine.index
+    args = (wid, len(wid), first, last, time.time_ns(), sections, len(d.segs), d.groups, d.ngroups,
+            d.keys, len(d.keys), ffi.from_buffer("uint32_t[]", lens))
     with engine.append_lock:
         if st.deleted:
             raise StreamNotFoundError(f"stream {st.key} was deleted")
-        for si, seg in enumerate(segs):
+        for si, seg in enumerate(d.segs):
             if seg.sealed:
                 if st.sealed:
                     raise StreamSealedError(f"segment {seg.name} is sealed")
                 return None
             sections[si].segment_offset = seg.length
-        what = f"append to {st.key}"
         if big:
-            journal.append_events_v(
-                wid, len(wid), first, last, time.time_ns(), sections, nsec, groups, ngroups,
-                keys_b, len(keys_b), ffi.from_buffer("uint32_t[]", lens), ptrs, len(evs), out,
-                size, outs + 1, outs + 2, what=what)
-            items = [(seg, sections[si].n_bytes, sections[si].data_pos, None, sections[si].n_events)
-                     for si, seg in enumerate(segs)]
+            engine.journal.append_events_v(*args, ptrs, len(evs), out, size, outs + 1, outs + 2,
+                                           what=f"append to {st.key}")
+            cached = [None] * len(d.segs)
         else:
-            journal.append_events(
-                wid, len(wid), first, last, time.time_ns(), sections, nsec, groups, ngroups, keys_b,
-                len(keys_b), ffi.from_buffer("uint32_t[]", lens), len(evs), payload, total,
-                out, size, outs, outs + 1, outs + 2, what=what)
-            rec_pos = outs[1]
+            engine.journal.append_events(*args, len(evs), payload, total, out, size, outs,
+                                         outs + 1, outs + 2, what=f"append to {st.key}")
             view = memoryview(ffi.buffer(out))  # keeps `out` alive for the tail cache
-            items = []
-            for si, seg in enumerate(segs):
-                sec = sections[si]
-                rel = sec.data_pos - rec_pos
-                items.append((seg, sec.n_bytes, sec.data_pos, view[rel : rel + sec.n_bytes], sec.n_events))
-        entries = index.append(items, size)
+            rel = [sections[si].data_pos - outs[1] for si in range(len(d.segs))]
+            cached = [view[r : r + sections[si].n_bytes] for si, r in enumerate(rel)]
+        entries = engine.index.append(
+            [(seg, sections[si].n_bytes, sections[si].data_pos, cached[si], sections[si].n_events)
+             for si, seg in enumerate(d.segs)], size)
         if out_entries is not None:
-            out_entries.extend(zip(segs, entries))
+            out_entries.extend(zip(d.segs, entries))
         if wid:
             engine.seqs.note(st.key, wid.decode("utf-8", "surrogateescape"), last)
         end = outs[2]
