@@ -34,8 +34,13 @@ from .segsource import SegmentSource, deadline_of, events_from
 from .serializers import resolve
 
 if TYPE_CHECKING:
+    import pandas
+    import pyarrow
+
     from .engine import Engine
     from .stream import StreamState
+    from .streamcut import StreamCut
+    from .watermarks import TimeWindow
 
 __all__ = ["EventStreamReader", "Slice"]
 
@@ -76,7 +81,7 @@ class EventStreamReader:
         self._it: Iterator[EventRead] = iter(())
         self._rr = 0
         self._closed = False
-        self._window: Any = None
+        self._window: TimeWindow | None = None
 
     def _adopt(self) -> None:
         """Take in segments created since the last look (all of them at creation)."""
@@ -239,14 +244,14 @@ class EventStreamReader:
             pos[ev.segment_id] = min(pos[ev.segment_id], ev.offset)
         return pos
 
-    def position(self) -> Any:
+    def position(self) -> "StreamCut":
         """The StreamCut just after the last event returned."""
         from .streamcut import StreamCut
         from .topology import frontier
         segs = {sid: src.seg for sid, src in self._src.items()}
         return StreamCut.of(self.scope, self.stream, frontier(segs, self._returned()))
 
-    def get_current_time_window(self) -> Any:
+    def get_current_time_window(self) -> "TimeWindow":
         """The event-time window at this reader's position: ``TimeWindow(lower, upper)`` from
         the writers' noted times (docs/event-time.md); bounds are None until known."""
         window = self._engine.watermarks.window(self._st, self._returned())
@@ -337,7 +342,7 @@ class Slice:
             yield from evs
             evs = None  # the caller's event is all that stays alive while the next is read
 
-    def to_arrow(self) -> Any:
+    def to_arrow(self) -> "pyarrow.Table":
         """A pyarrow Table: event (large_binary), routing_key (large_string, null if none),
         segment_id (int64), offset (int64)."""
         from .arrow import slice_to_arrow
@@ -346,7 +351,7 @@ class Slice:
             for seg, data, pos in self._chunks(copy=False)
         )
 
-    def to_pandas(self) -> Any:
+    def to_pandas(self) -> "pandas.DataFrame":
         """A pandas DataFrame with the columns of ``to_arrow()`` (needs pandas)."""
         try:
             import pandas  # noqa: F401
