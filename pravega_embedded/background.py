@@ -134,6 +134,7 @@ class Background:
     def _linger_loop(self) -> None:
         wake = self._linger_wake
         engine = self._engine
+        engine.latch.quiet()
         while not self._stop.is_set():
             now = time.monotonic()
             nxt = None
@@ -147,6 +148,7 @@ class Background:
             wake.clear()
 
     def _checkpoint_loop(self) -> None:
+        self._engine.latch.quiet()
         while not self._stop.wait(self._ckpt_interval):
             self._run("checkpoint", self._checkpoint)
 
@@ -154,6 +156,7 @@ class Background:
         self._engine.checkpoint()
 
     def _maintenance_loop(self) -> None:
+        self._engine.latch.quiet()
         while not self._stop.wait(self._maint_interval):
             for task, fn in self._maintenance:
                 self._run(task, fn)

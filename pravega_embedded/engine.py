@@ -32,13 +32,14 @@ from typing import TYPE_CHECKING, Any, Callable
 from .checkpoint import Checkpointer
 from .config import StreamConfiguration
 from .errors import (
+    CorruptDataError,
     ScopeNotFoundError,
     StoreClosedError,
     StreamKindError,
     StreamNotFoundError,
 )
 from .failstop import ENGINE_LOG, FailStop
-from .journal import Journal
+from .journal import FILE_HEADER_SIZE, Journal
 from .journalfiles import JournalFiles
 from .metadata import Metadata
 from .names import validate_scope, validate_stream
@@ -102,11 +103,13 @@ class Engine:
             raise
 
     # ------------------------------------------------------------------ opening
-    def open(self) -> list[Any]:
+    def open(self, store_id: str | None) -> list[Any]:
         """Load the topology, recover and replay the journal, check the files table (nothing
         written before all of it checked out, invariant 5); returns the ids of the transactions
-        whose commit was replayed (``transactions`` finishes them)."""
+        whose commit was replayed (``transactions`` finishes them). ``store_id``: the STORE
+        marker's (None: no marker yet)."""
         try:
+            self._check_identity(store_id)
             stale = self._load_topology()
             self.meta.verify()
             self.files.load(self.is_dead)  # raises before anything is written (invariant 5)
@@ -125,6 +128,23 @@ class Engine:
             raise
         self.closed = False
         return committed
+
+    def _check_identity(self, marker_id: str | None) -> None:
+        """The metadata must be this store's: the id the marker names, and no empty metadata
+        beside a journal that holds data (a replaced or re-created meta/, invariant 5)."""
+        meta_id = self.meta.store_id()
+        if marker_id is not None and meta_id != marker_id:
+            raise CorruptDataError(
+                f"store {self.path}: {self.meta.path} is not this store's metadata (it records "
+                f"{'no store id' if meta_id is None else 'store ' + meta_id}, the STORE marker "
+                f"names {marker_id}); restore meta/ from a backup; the store was not changed")
+        if self.meta.applied_pos() is None:
+            for base in self.journal.files():
+                if os.path.getsize(self.journal.path(base)) > FILE_HEADER_SIZE:
+                    raise CorruptDataError(
+                        f"store {self.path}: the metadata was never checkpointed but the journal "
+                        f"holds data ({self.journal.path(base)}): {self.meta.path} was replaced or lost; "
+                        "restore it from a backup; the store was not changed")
 
     def _load_topology(self) -> list[int]:
         """Streams and segments from LMDB; returns the uids of staging segments whose stream no

@@ -29,7 +29,7 @@ import os
 import threading
 from typing import Callable
 
-from .errors import StorageError, storage_error
+from .errors import _HINTS, StorageError, storage_error
 
 __all__ = ["FailStop", "ENGINE_LOG", "STREAMS_LOG"]
 
@@ -39,6 +39,8 @@ STREAMS_LOG = logging.getLogger("pravega_embedded.streams")
 _HINT = ("the store stopped at this failed sync (fail-stop): nothing acknowledged before it is "
          "lost and nothing after it was acknowledged; close the store and open it again to "
          "recover from what is on disk")
+_HINT_OPENING = ("the store could not be opened (nothing acknowledged is lost); open it again "
+                 "once this is fixed")
 
 
 class FailStop:
@@ -46,11 +48,18 @@ class FailStop:
 
     def __init__(self, path: str) -> None:
         self.path = path
+        self.opening = True  # until the store is open: a failure fails the open itself
         self._lock = threading.Lock()
         self._error: StorageError | None = None
         self._listeners: list[Callable[[int], None]] = []
         self._probes: list[Callable[[], int]] = []
+        self._quiet: set[int] = set()  # background threads: an error raised there reaches nobody
         self.reported = False  # the error reached a caller (close() need not raise it again)
+
+    def quiet(self) -> None:
+        """The calling thread is a background thread: errors raised in it are not reported."""
+        with self._lock:
+            self._quiet.add(threading.get_ident())
 
     def on_trip(self, listener: Callable[[int], None]) -> None:
         """Call ``listener(errno)`` when the latch trips (the journal stops appending)."""
@@ -69,7 +78,10 @@ class FailStop:
         with self._lock:
             first = self._error is None
             if first:
-                exc = storage_error(err or _errno.EIO, what, path=self.path, hint=_HINT)
+                hint = _HINT_OPENING if self.opening else _HINT
+                if err in (_errno.ENOSPC, _errno.EDQUOT):
+                    hint = f"{_HINTS[err]}; {hint}"
+                exc = storage_error(err or _errno.EIO, what, path=self.path, hint=hint)
                 exc.__cause__ = cause
                 self._error = exc
                 listeners = list(self._listeners)
@@ -94,16 +106,26 @@ class FailStop:
     def tripped(self) -> bool:
         return self.error is not None
 
+    @property
+    def failed(self) -> bool:
+        """Tripped, as far as the store has noticed (no probe: cheap enough per event)."""
+        return self._error is not None
+
     def check(self) -> None:
         """Raise the latch's error (a fresh StorageError caused by the first failure) if it has
         tripped."""
         if self.error is not None:
             raise self._fresh()
 
+    def fresh(self) -> StorageError:
+        """A fresh copy of the first failure (to raise), its cause the first failure."""
+        return self._fresh()
+
     def _fresh(self) -> StorageError:
         first = self._error
         assert first is not None
-        self.reported = True
+        if threading.get_ident() not in self._quiet:
+            self.reported = True
         exc = type(first)(*first.args)
         exc.__cause__ = first
         return exc

@@ -246,14 +246,21 @@ class Journal:
                 f"metadata says journal position {start} was applied, but the journal file "
                 f"holding it is missing (the oldest file, {file_name(bases[0])}, starts at "
                 f"{bases[0]}): journal data is missing")
+        self._check_older(bases[: first + 1])
         scans = [self._scan(b, start) for b in bases[first:]]
         leftover = self._leftover(scans, applied_pos)
         known = max([applied_pos or 0] + [s.mark for s in scans])
         self._validate(scans, known)
         # valid: from here on recovery changes the disk
         for s in leftover:
-            self._save_torn(s.path, 0, s.size, s.base)
-            os.unlink(s.path)
+            try:
+                self._save_torn(s.path, 0, s.size, s.base)
+                os.unlink(s.path)
+            except OSError as exc:
+                if isinstance(exc, StorageError):
+                    raise
+                raise storage_error(exc.errno or _errno.EIO, "remove a journal file a roll left",
+                                    path=self.recovery_dir) from exc
             ENGINE_LOG.warning("journal: removed %s, left by a roll a crash cut short", s.path)
         last = scans[-1] if scans else None
         torn = self._cut(last) if last is not None and last.tail != lib.PE_TAIL_CLEAN else 0
@@ -271,6 +278,34 @@ class Journal:
             return Recovery(last.valid_end, last.valid_end + FILE_HEADER_SIZE, records, torn,
                             known, removed)
         return Recovery(last.base, last.valid_end, records, torn, known, removed)
+
+    def _check_older(self, bases: list[int]) -> None:
+        """Files recovery does not scan (wholly before the applied position; retention may have
+        deleted any of them) must still be whole: a readable header and, from format 2 on, a
+        valid ROLL record as their last bytes (invariant 1), or a read of their data would fail
+        later instead of the open now."""
+        for base in bases[:-1]:
+            path = self.path(base)
+            try:
+                size = os.path.getsize(path)
+                with open(path, "rb") as f:
+                    status, version = _header(f.read(FILE_HEADER_SIZE), base)
+                    if status == lib.PE_OK and version >= 2 and size >= FILE_HEADER_SIZE + RECORD_HEADER_SIZE:
+                        with mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_READ) as mm:
+                            rolled = _roll_at_end(mm, base, size) is not None
+                    else:
+                        rolled = version < 2
+            except OSError as exc:
+                raise storage_error(exc.errno or _errno.EIO, "read journal file", path=path) from exc
+            if status == lib.PE_ERR_FORMAT:
+                check(status, f"journal file {path} header")
+            if status != lib.PE_OK:
+                raise CorruptDataError(f"journal file {path}: its header is damaged or cut short "
+                                       f"({size} bytes)")
+            if not rolled:
+                raise CorruptDataError(
+                    f"journal file {path} ({size} bytes) does not end with its ROLL record: it "
+                    "was cut short or damaged at its end; restore it from a backup")
 
     def _scan(self, base: int, start: int) -> _Scan:
         path = self.path(base)
@@ -361,6 +396,12 @@ class Journal:
         cut = s.size - (s.valid_end - s.base)
         try:
             self._save_torn(s.path, s.valid_end - s.base, s.size, s.base)
+        except OSError as exc:
+            if isinstance(exc, StorageError):
+                raise
+            raise storage_error(exc.errno or _errno.EIO, "save a torn journal tail before cutting it",
+                                path=self.recovery_dir) from exc
+        try:
             with open(s.path, "r+b") as f:
                 f.truncate(s.valid_end - s.base)
                 if self.mode != lib.PE_DURABILITY_NONE:
@@ -506,6 +547,8 @@ class Journal:
             raise self.latch.trip(err, what)
         if status == lib.PE_ERR_FAILED:
             raise StoreClosedError(f"{what}: the journal {self.dir} is closed")
+        if status == lib.PE_ERR_IO:
+            raise storage_error(ffi.errno or _errno.EIO, what, path=self.dir)
         check(status, what)
 
     def wait_acked(self, pos: int, timeout: float | None, what: str) -> None:
@@ -604,7 +647,9 @@ class Journal:
         status, version = _header(os.pread(fd, FILE_HEADER_SIZE, 0), base)
         if status != lib.PE_OK:
             os.close(fd)
-            check(status, f"journal file {path} header")
+            if status == lib.PE_ERR_FORMAT:
+                check(status, f"journal file {path} header")
+            raise CorruptDataError(f"journal file {path}: its header is damaged or cut short")
         return _File(base, fd, version)
 
     def _acquire(self, pos: int) -> _File:

@@ -74,7 +74,7 @@ _DBS = (b"store", b"scopes", b"streams", b"segments", b"seglen", b"writers", b"i
 _MDB_MAGIC = 0xBEEFC0DE
 _MDB_META = struct.Struct("<16xII8x8xI44x48xQQ")
 # MDB error codes that mean the file is damaged or not an LMDB file of this version
-_DAMAGE = {-30796, -30797, -30795, -30794, -30793, -30782, -30781, -30780, -30784, -30785}
+_DAMAGE = {-30796, -30797, -30795, -30794, -30793, -30786, -30782, -30781, -30780, -30784}
 
 
 def _writer_prefix(stream_key: str) -> bytes:
@@ -94,6 +94,15 @@ def _json(obj: Any) -> bytes:
 def _seal(key: bytes, payload: bytes) -> bytes:
     """A value as stored: the payload and the CRC32 of key and payload (invariant 7)."""
     return payload + _CRC.pack(zlib.crc32(payload, zlib.crc32(key)))
+
+
+def _nearly_full(path: str) -> bool:
+    """Whether the file system holding ``path`` has less than 1 MiB free."""
+    try:
+        st = os.statvfs(path)
+    except OSError:
+        return False
+    return st.f_bavail * st.f_frsize < (1 << 20)
 
 
 def check_lmdb_file(path: str) -> None:
@@ -151,9 +160,13 @@ class Metadata:
                                  subdir=True, readahead=False, max_readers=256, create=create)
         except (lmdb.Error, OSError) as exc:
             raise self._translate(exc, "open the metadata store") from exc
-        with self._guard("open the metadata store"):
-            self._db = {name: self.env.open_db(name) for name in _DBS}
-        self._check_format()
+        try:
+            with self._guard("open the metadata store"):
+                self._db = {name: self.env.open_db(name) for name in _DBS}
+            self._check_format()
+        except BaseException:
+            self.env.close()  # else a retry in this process finds the environment still open
+            raise
 
     # ------------------------------------------------------------------ errors and values
     def _translate(self, exc: BaseException, what: str) -> PravegaEmbeddedError:
@@ -166,12 +179,15 @@ class Metadata:
                                     "full; open the store with a larger map_size")
         if code in _DAMAGE or isinstance(exc, (lmdb.CorruptedError, lmdb.PageNotFoundError,
                                                 lmdb.InvalidError, lmdb.VersionMismatchError,
-                                                lmdb.BadTxnError, lmdb.PanicError)):
-            return CorruptDataError(f"{what}: the metadata store {self.path} is damaged ({exc}); "
-                                    "restore meta/ from a backup")
+                                                lmdb.BadTxnError, lmdb.PanicError,
+                                                lmdb.PageFullError)):
+            return CorruptDataError(f"{what}: the metadata store {os.path.join(self.path, 'data.mdb')} "
+                                    f"is damaged ({exc}); restore meta/ from a backup")
         if isinstance(exc, (ValueError, UnicodeDecodeError, KeyError, TypeError, struct.error)):
             return CorruptDataError(f"{what}: a damaged value in the metadata store {self.path} "
                                     f"({exc!r})")
+        if code == _errno.EIO and _nearly_full(self.path):
+            code = _errno.ENOSPC  # LMDB reports a short write (a full disk) as EIO
         if code > 0:
             return storage_error(code, what, path=self.path)
         return StorageError(_errno.EIO, f"{what}: the metadata store {self.path} failed ({exc})")
@@ -269,6 +285,16 @@ class Metadata:
             for name in tables:
                 for _ in self._items(txn, name):
                     pass
+
+    def store_id(self) -> str | None:
+        """The store id recorded with the STORE marker (None: not recorded yet)."""
+        with self._read("read the store id") as txn:
+            raw = self._get(txn, b"store", b"store_id")
+        return None if raw is None else raw.decode("ascii", "replace")
+
+    def put_store_id(self, store_id: str) -> None:
+        with self.write("record the store id") as txn:
+            self._put(txn, b"store", b"store_id", store_id.encode("ascii"))
 
     def applied_pos(self) -> int | None:
         with self._read("read the applied position") as txn:

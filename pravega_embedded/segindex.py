@@ -201,7 +201,10 @@ class SegmentIndex:
                 e = sl.find(offset)
                 if e is not None:
                     return e, sl.cached.get(e.start)
-            raise CorruptDataError(f"segment {seg.name}: no data indexed at offset {offset}")
+            raise CorruptDataError(
+                f"segment {seg.name}: no data indexed at offset {offset} though its length is "
+                f"{seg.length}: the metadata's section index ({self._meta.path}) is damaged or lost "
+                "entries; restore meta/ from a backup")
         start, pos, nbytes, nev = hit
         return IndexEntry(start, start + nbytes, pos, 0, nev), None
 

@@ -60,7 +60,7 @@ from .scaling import DEFAULT_WINDOWS, AutoScaler, commit_scale, rescale_ranges
 from .segment import Segment
 from .segsource import SegmentSource, resolve_cut
 from .serializers import Serializer
-from .storedir import StoreDir
+from .storedir import StoreDir, new_store_id
 from .stream import StreamInfo, StreamState
 from .streamcut import StreamCut, segment_id
 from .transactions import TransactionalEventStreamWriter, Transactions
@@ -141,7 +141,8 @@ class Store:
     def _open_engine(self) -> None:
         """Recover, start the services, take the first checkpoint, mark the store."""
         e = self._engine
-        committed = e.open()
+        e.latch.on_trip(self._stopped)
+        committed = e.open(self._dir.store_id)
         try:
             # replayed commits are recorded in LMDB before the checkpoint moves applied_pos past
             # their MERGE records (transactions invariant 3)
@@ -151,10 +152,23 @@ class Store:
             e.watermarks = Watermarks(e)
             e.subscribers = self._subscriber_cuts
             e.on_scaled = self._scaled
-            self._dir.mark(e.latch)
+            if not self._dir.marked:  # a new store, or one that predates (or lost) its marker
+                store_id = e.meta.store_id()
+                if store_id is None:
+                    store_id = new_store_id()
+                    e.meta.put_store_id(store_id)
+                self._dir.mark(e.latch, store_id)
         except BaseException:
             e.close()
             raise
+        e.latch.opening = False
+
+    def _stopped(self, err: int) -> None:
+        """The fail-stop latch tripped: open writers refuse every write from now on (their
+        pending events can never be acknowledged)."""
+        latch = self._engine.latch
+        for w in list(self._engine.writers):
+            w.refuse(latch.fresh, flush=False)
 
     # ------------------------------------------------------------------ status
     @property
@@ -270,8 +284,9 @@ class Store:
         with e.lock:
             if st.sealed:
                 return
+            sealed = f"stream {st.key} is sealed"
             for w in list(st.writers):
-                w.refuse(StreamSealedError, f"stream {st.key} is sealed", flush=True)
+                w.refuse(lambda: StreamSealedError(sealed), flush=True)
             with e.append_lock:
                 st.sealed = True
                 for seg in st.segments.values():
@@ -289,8 +304,9 @@ class Store:
         with e.lock:
             st = e.stream(scope, stream)
             self._seal(st)
+            deleted = f"stream {st.key} was deleted"
             for w in list(st.writers):
-                w.refuse(StreamNotFoundError, f"stream {st.key} was deleted", flush=False)
+                w.refuse(lambda: StreamNotFoundError(deleted), flush=False)
             with e.meta.write(f"delete stream {st.key}") as txn:
                 e.meta.delete_stream(txn, st.key, [s.uid for s in st.segments.values()])
             with e.append_lock:

@@ -2,8 +2,9 @@
 
 Owns: ``<store>/LOCK`` (flock()ed by the owning process, holding its pid), ``<store>/STORE`` (the
 marker that says a store lives here: JSON with a format number, a store id and the creation
-time, written once the store's metadata and journal exist durably), and deciding at open
-whether the directory holds a new store, an existing one, or a damaged one.
+time, written once the store's metadata and journal exist durably; the metadata records the
+same id), and deciding at open whether the directory holds a new store, an existing one, or a
+damaged one.
 
 Invariants:
   1. One process (one open handle) owns the directory at a time (flock on LOCK).
@@ -29,11 +30,11 @@ import time
 import uuid
 from dataclasses import dataclass
 
-from .errors import CorruptDataError, StoreLockedError, storage_error
+from .errors import CorruptDataError, FormatVersionError, StoreLockedError, storage_error
 from .failstop import FailStop
 from .metadata import check_lmdb_file
 
-__all__ = ["StoreDir", "STORE_FORMAT"]
+__all__ = ["StoreDir", "STORE_FORMAT", "new_store_id"]
 
 STORE_FORMAT = 1
 _JOURNAL_FILE = re.compile(r"[0-9]{20}\.pej")
@@ -47,6 +48,7 @@ class StoreDir:
     lock_fd: int
     new: bool  # no store was here: the metadata is created
     marked: bool  # the STORE marker exists
+    store_id: str | None  # the marker's store id (None: no marker yet)
 
     @classmethod
     def acquire(cls, path: str) -> "StoreDir":
@@ -61,11 +63,11 @@ class StoreDir:
             _fsync_dir(os.path.dirname(path) or ".", path)
         fd = _lock(path)
         try:
-            new, marked = _classify(path)
+            new, store_id = _classify(path)
         except BaseException:
             os.close(fd)
             raise
-        return cls(path, fd, new, marked)
+        return cls(path, fd, new, store_id is not None, store_id)
 
     def prepare(self) -> None:
         """Create the directories of a new store, durably (invariant 3)."""
@@ -77,14 +79,15 @@ class StoreDir:
                 raise storage_error(exc.errno or _errno.EIO, f"create {sub}/", path=d) from exc
         _fsync_dir(self.path, "the store's directories")
 
-    def mark(self, latch: FailStop) -> None:
-        """Write the STORE marker (a new store, or one that predates the marker) durably, after
-        the names in meta/ and journal/ are (invariant 3)."""
+    def mark(self, latch: FailStop, store_id: str) -> None:
+        """Write the STORE marker (a new store, or one that predates the marker or lost it)
+        durably, after the names in meta/ and journal/ are (invariant 3); ``store_id`` is the id
+        the metadata records too."""
         if self.marked:
             return
         for sub in ("meta", "journal"):
             latch.fsync_dir(os.path.join(self.path, sub), "create the store")
-        body = json.dumps({"format": STORE_FORMAT, "id": uuid.uuid4().hex,
+        body = json.dumps({"format": STORE_FORMAT, "id": store_id,
                            "created_ns": time.time_ns()}, sort_keys=True) + "\n"
         tmp = os.path.join(self.path, "STORE.tmp")
         try:
@@ -141,12 +144,15 @@ def _lock(path: str) -> int:
     return fd
 
 
-def _classify(path: str) -> tuple[bool, bool]:
-    """(new, marked) for the directory (invariant 2)."""
+def new_store_id() -> str:
+    return uuid.uuid4().hex
+
+
+def _classify(path: str) -> tuple[bool, str | None]:
+    """(new, the marker's store id or None) for the directory (invariant 2)."""
     marker = os.path.join(path, "STORE")
     marked = os.path.exists(marker)
-    if marked:
-        _check_marker(marker)
+    store_id = _check_marker(marker) if marked else None
     meta = os.path.join(path, "meta")
     journal = os.path.join(path, "journal")
     try:
@@ -156,7 +162,7 @@ def _classify(path: str) -> tuple[bool, bool]:
     data = os.path.join(meta, "data.mdb")
     has_meta = os.path.exists(data) and os.path.getsize(data) > 0
     if not (marked or has_journal or has_meta):
-        return True, False
+        return True, None
     if marked and not os.path.isdir(meta):
         raise CorruptDataError(f"store {path}: its metadata directory {meta} is missing; restore "
                                "it from a backup; the store was not changed")
@@ -164,10 +170,11 @@ def _classify(path: str) -> tuple[bool, bool]:
     if marked and not os.path.isdir(journal):
         raise CorruptDataError(f"store {path}: its journal directory {journal} is missing; restore "
                                "it from a backup; the store was not changed")
-    return False, marked
+    return False, store_id
 
 
-def _check_marker(marker: str) -> None:
+def _check_marker(marker: str) -> str:
+    """The store id of a valid marker (else CorruptDataError / FormatVersionError)."""
     try:
         with open(marker, encoding="ascii") as f:
             doc = json.load(f)
@@ -179,6 +186,9 @@ def _check_marker(marker: str) -> None:
     if not isinstance(fmt, int) or fmt < 1:
         raise CorruptDataError(f"store marker {marker} is damaged (no format number)")
     if fmt > STORE_FORMAT:
-        from .errors import FormatVersionError
         raise FormatVersionError(f"store {os.path.dirname(marker)} has format {fmt}; this release "
                                  f"reads 1..{STORE_FORMAT}")
+    store_id = doc.get("id")
+    if not isinstance(store_id, str) or not store_id:
+        raise CorruptDataError(f"store marker {marker} is damaged (no store id)")
+    return store_id

@@ -247,6 +247,8 @@ class Transactions:
         with state.lock:
             if state.status is not TxnStatus.OPEN or time.time_ns() > state.deadline_ns:
                 self._check_open(state, "write to")
+            if self.engine.latch.failed:
+                raise self.engine.latch.fresh()  # fail-stop: nothing more is acknowledged
             if state.st.sealed:
                 raise StreamSealedError(f"stream {state.st.key} is sealed")
             if key is not None and (type(key) is not str or key not in state.keys):

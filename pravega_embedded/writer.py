@@ -84,12 +84,12 @@ def _bad_key(key: Any) -> InvalidRoutingKeyError:
 class _Refuse(dict):
     """The pending map of a writer that accepts no more events: every lookup raises."""
 
-    def __init__(self, exc_type: type[Exception], message: str) -> None:
+    def __init__(self, make_exc: Callable[[], Exception]) -> None:
         super().__init__()
-        self.exc_type, self.message = exc_type, message
+        self.make_exc = make_exc
 
     def get(self, key: Any, default: Any = None) -> Any:  # noqa: ARG002
-        raise self.exc_type(self.message)
+        raise self.make_exc()
 
 
 class _Spreader:
@@ -146,7 +146,7 @@ class EventStreamWriter:
         self._busy = False
         self._drain_pending = False
         self._batch_t0 = 0.0
-        self._refusal: tuple[type[Exception], str] | None = None
+        self._refusal: Callable[[], Exception] | None = None  # makes the error writes raise
         self._failed: tuple[dict[Any, Any], int, int] | None = None
         self._closed = False
         self._rr = 0
@@ -278,7 +278,7 @@ class EventStreamWriter:
             )
         kb = encode_key(routing_key)
         if self._refusal is not None:
-            raise self._refusal[0](self._refusal[1])
+            raise self._refusal()
         self._drain()  # the events before it go first (per-key order)
         with self._io_lock:
             if self._failed is not None:
@@ -350,7 +350,7 @@ class EventStreamWriter:
                 time.sleep(0)
             lists, seq = self._lists, self._seq
             refusal = self._refusal
-            self._lists = {} if refusal is None else _Refuse(*refusal)
+            self._lists = {} if refusal is None else _Refuse(refusal)
             self._nbytes = 0
             self._pending_n = 0
             self._batch_t0 = 0.0
@@ -373,18 +373,24 @@ class EventStreamWriter:
     def _drain(self) -> int | None:
         """Append the pending batch to the journal; return its end position (or None)."""
         with self._io_lock:
-            if self._failed is not None:
-                self._submit(*self._failed)
-                self._failed = None
-            lists, seq = self._take()
-            if seq == self._submitted:
-                return None
-            batch = (lists, self._submitted + 1, seq)
             try:
-                self._submit(*batch)
-            except BaseException:
-                self._failed = batch  # kept, in order, for the next flush (nothing is lost)
-                raise
+                if self._failed is not None:
+                    self._submit(*self._failed)
+                    self._failed = None
+                lists, seq = self._take()
+                if seq == self._submitted:
+                    return None
+                batch = (lists, self._submitted + 1, seq)
+                try:
+                    self._submit(*batch)
+                except BaseException:
+                    self._failed = batch  # kept, in order, for the next flush (nothing is lost)
+                    raise
+            finally:
+                if self._engine.latch.failed and type(self._lists) is not _Refuse:
+                    # the store failed meanwhile: what is pending can never be acknowledged;
+                    # writes raise from now on (any other refusal flushes what is pending)
+                    self._take()
             return self._inflight[-1][0] if self._inflight else None
 
     def _submit(self, lists: dict[Any, Any], first: int, last: int) -> None:
@@ -464,6 +470,8 @@ class EventStreamWriter:
         return self._flush(timeout)
 
     def _flush(self, timeout: float | None) -> int:
+        if self._engine.latch.failed:
+            raise self._engine.latch.fresh()  # fail-stop: nothing more is acknowledged
         self._drain()
         with self._ack_lock:
             end = self._inflight[-1][0] if self._inflight else None
@@ -472,14 +480,19 @@ class EventStreamWriter:
         return self.durable_sequence
 
     # ------------------------------------------------------------------ lifecycle
-    def _refuse(self, exc_type: type[Exception], message: str, *, flush: bool) -> None:
-        """Stop accepting events (seal, delete, close): later writes raise exc_type."""
-        self._refusal = (exc_type, message)
+    def _refuse(self, make_exc: Callable[[], Exception], *, flush: bool) -> None:
+        """Stop accepting events (seal, delete, a failed store): later writes raise
+        ``make_exc()``. Without flush the pending events are dropped (never acknowledged); if
+        another thread holds the writer's I/O lock (it may be the one whose call failed), the
+        refusal takes effect at its next hand-over instead of waiting for it."""
+        self._refusal = make_exc
         if flush:
             self._drain()
-        else:
-            with self._io_lock:
+        elif self._io_lock.acquire(blocking=False):
+            try:
                 self._take()
+            finally:
+                self._io_lock.release()
 
     def close(self) -> None:
         """Flush and close. Idempotent."""
@@ -488,10 +501,8 @@ class EventStreamWriter:
         self._closed = True
         try:
             if self._refusal is None:
-                self._refusal = (
-                    WriterClosedError,
-                    f"writer {self.writer_id!r} on {self.scope}/{self.stream} is closed",
-                )
+                message = f"writer {self.writer_id!r} on {self.scope}/{self.stream} is closed"
+                self._refusal = lambda: WriterClosedError(message)
             self._flush(None)
         finally:
             self._on_close()
@@ -529,9 +540,10 @@ class WriterControl:
         """Drain the writer's batch if it is older than its linger; when to tick next."""
         return self._writer._linger_tick(now)
 
-    def refuse(self, exc_type: type[Exception], message: str, *, flush: bool) -> None:
-        """Stop the writer accepting events (seal, delete): later writes raise ``exc_type``."""
-        self._writer._refuse(exc_type, message, flush=flush)
+    def refuse(self, make_exc: Callable[[], Exception], *, flush: bool) -> None:
+        """Stop the writer accepting events (seal, delete, a failed store): later writes raise
+        ``make_exc()``."""
+        self._writer._refuse(make_exc, flush=flush)
 
     def close(self) -> None:
         self._writer.close()
