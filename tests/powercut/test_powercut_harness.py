@@ -1,0 +1,137 @@
+"""The harness itself: LazyFS loses what was not fsynced and keeps what was, its faults fire
+where the harness aims them, and the behaviours lazyfs.py documents hold. If these fail, the
+power-cut tests' failures say nothing about the store."""
+
+from __future__ import annotations
+
+import os
+import tempfile
+from pathlib import Path
+
+import pytest
+
+import lazyfs
+from lazyfs import LazyFS, requires_lazyfs
+
+
+
+def write(path: Path, data: bytes, *, sync: bool, append: bool = False) -> None:
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT | (os.O_APPEND if append else os.O_TRUNC), 0o644)
+    try:
+        assert os.write(fd, data) == len(data)
+        if sync:
+            os.fsync(fd)
+    finally:
+        os.close(fd)
+
+
+# ------------------------------------------------------------------------ locating (no FUSE)
+def test_build_script_from_env_var(tmp_path):
+    (tmp_path / "build.sh").write_text("#!/bin/sh\n")
+    assert lazyfs.find_build_script({lazyfs.ENV_DIR: str(tmp_path)}) == tmp_path / "build.sh"
+    assert lazyfs.find_build_script({lazyfs.ENV_DIR: str(tmp_path / "nowhere")}) is None
+
+
+def test_build_script_walking_up(tmp_path):
+    script = tmp_path / "shared" / "tools" / "lazyfs" / "build.sh"
+    script.parent.mkdir(parents=True)
+    script.write_text("#!/bin/sh\n")
+    repo = tmp_path / "work" / "main"
+    repo.mkdir(parents=True)
+    assert lazyfs.find_build_script({}, repo_root=repo) == script
+
+
+def test_commands_lazyfs_would_ignore_are_refused():
+    with pytest.raises(ValueError, match="occurrence"):
+        lazyfs.check_command("lazyfs::torn-seq::op=write::file=/x::persist=1,3::occurrence=2")
+    lazyfs.check_command("lazyfs::torn-op::file=/x::persist=1,3::parts=3")
+
+
+# ------------------------------------------------------------------------ LazyFS itself
+@requires_lazyfs
+def test_unsynced_data_vanishes_and_synced_data_survives(lazy_fs: LazyFS):
+    m = lazy_fs.mnt
+    write(m / "synced", b"S" * 10_000, sync=True)
+    write(m / "unsynced", b"U" * 10_000, sync=False)
+    write(m / "mixed", b"M" * 5000, sync=True)
+    write(m / "mixed", b"m" * 5000, sync=False, append=True)
+    assert (m / "unsynced").read_bytes() == b"U" * 10_000  # before the cut: all there
+    assert lazy_fs.cache_usage() < 50
+    lazy_fs.clear_cache()
+    lazy_fs.remount()
+    assert (m / "synced").read_bytes() == b"S" * 10_000
+    assert (m / "mixed").read_bytes() == b"M" * 5000
+    # creating a file passes through to ROOT at once: the name survives, its data does not
+    assert (m / "unsynced").read_bytes() == b""
+
+
+@requires_lazyfs
+def test_unmount_writes_nothing_back(lazy_fs: LazyFS):
+    write(lazy_fs.mnt / "f", b"x" * 4096, sync=False)
+    lazy_fs.remount()  # no clear-cache: an unmount alone loses it too
+    assert (lazy_fs.mnt / "f").read_bytes() == b""
+
+
+@requires_lazyfs
+def test_torn_op_file_is_the_path_under_root_not_under_the_mount(lazyfs_binary, tmp_path):
+    short_mnt = Path(tempfile.mkdtemp(prefix="pcm-", dir="/tmp"))  # commands fit in 100 bytes
+    try:
+        with LazyFS(lazyfs_binary, tmp_path / "root", short_mnt, tmp_path / "work", cache_size="64mb") as fs:
+            for i, named in enumerate([str(short_mnt / "a0"), "/a1"]):  # under the mount; in the FS
+                fs.inject(f"lazyfs::torn-op::file={named}::persist=1::parts=2")
+                write(short_mnt / f"a{i}", b"a" * 1000, sync=False)
+                assert fs.alive(), f"a torn-op fault on {named} fired"
+            target = fs.fault_path(short_mnt / "b")
+            assert target == str(fs.alias / "b") == fs.fault_path(tmp_path / "root" / "b")
+            fs.inject(f"lazyfs::torn-op::file={target}::persist=1::parts=2")
+            with pytest.raises(OSError):
+                write(short_mnt / "b", b"b" * 1000, sync=False)  # LazyFS kills itself in this write
+            assert fs.wait_exit(10) is not None and fs.fault_fired()
+            fs.remount()
+            assert (short_mnt / "b").read_bytes() == b"b" * 500  # part 1 of 2 persisted
+            assert (short_mnt / "a0").read_bytes() == b""
+    finally:
+        short_mnt.rmdir()
+
+
+@requires_lazyfs
+def test_torn_seq_persists_a_later_write_without_an_earlier_one(lazy_fs: LazyFS):
+    m = lazy_fs.mnt
+    write(m / "j", b"H" * 100, sync=True)
+    lazy_fs.inject(f"lazyfs::torn-seq::op=write::file={lazy_fs.fault_path(m / 'j')}::persist=2")
+    fd = os.open(m / "j", os.O_WRONLY | os.O_APPEND)
+    try:
+        os.write(fd, b"1" * 100)
+        with pytest.raises(OSError):
+            os.write(fd, b"2" * 100)  # persisted, then LazyFS exits
+    finally:
+        os.close(fd)
+    assert lazy_fs.wait_exit(10) is not None
+    lazy_fs.remount()
+    assert (m / "j").read_bytes() == b"H" * 100 + b"\0" * 100 + b"2" * 100  # a hole, then data
+
+
+@requires_lazyfs
+def test_crash_fault_before_fsync_loses_the_data_being_synced(lazy_fs: LazyFS):
+    m = lazy_fs.mnt
+    (m / "d").mkdir()
+    write(m / "d" / "keep.bin", b"k" * 3000, sync=True)
+    lazy_fs.inject(r"lazyfs::crash::timing=before::op=fsync::from_rgx=d/lost\.bin")
+    write(m / "d" / "other.bin", b"o" * 3000, sync=True)  # does not match: no crash
+    assert lazy_fs.alive()
+    with pytest.raises(OSError):
+        write(m / "d" / "lost.bin", b"l" * 3000, sync=True)
+    assert lazy_fs.wait_exit(10) is not None and lazy_fs.fault_fired()
+    lazy_fs.remount()
+    assert (m / "d" / "keep.bin").read_bytes() == b"k" * 3000
+    assert (m / "d" / "other.bin").read_bytes() == b"o" * 3000
+    assert (m / "d" / "lost.bin").read_bytes() == b""
+
+
+@requires_lazyfs
+def test_commands_must_fit_in_100_bytes(lazy_fs: LazyFS):
+    with pytest.raises(ValueError, match="100"):
+        lazy_fs.inject("lazyfs::crash::timing=before::op=fsync::from_rgx=" + "x" * 60)
+    lazy_fs.close()
+    lazy_fs.close()  # idempotent
+    assert not lazyfs.is_mounted(lazy_fs.mnt) and not lazy_fs.alias.exists()
