@@ -652,27 +652,20 @@ class Journal:
             raise CorruptDataError(f"journal file {path}: its header is damaged or cut short")
         return _File(base, fd, version)
 
-    def _acquire(self, pos: int) -> _File:
-        """The file holding ``pos``, with a reference the caller releases (invariant 5)."""
+    def _acquire(self, pos: int, refresh: bool = False) -> _File:
+        """The file holding ``pos`` as far as the open files say (a newer file than the newest
+        open one shows as a short read: the caller retries with ``refresh``), with a reference
+        the caller releases (invariant 5)."""
         with self._read_lock:
-            f = self._find(pos)
-            if f is None:
+            if refresh or not self._bases:
                 self._refresh()
-                f = self._find(pos)
-            if f is None:
+            i = bisect_right(self._bases, pos) - 1
+            if i < 0:
                 raise StorageError(_errno.ENOENT,
                                    f"journal position {pos} is in no journal file (deleted)")
+            f = self._files[self._bases[i]]
             f.users += 1
             return f
-
-    def _find(self, pos: int) -> _File | None:
-        """The open file holding ``pos``, or None if it is not open or a newer file may hold it
-        (read lock held)."""
-        bases = self._bases
-        i = bisect_right(bases, pos) - 1
-        if i < 0 or (i == len(bases) - 1 and self.status().file_base > bases[i]):
-            return None
-        return self._files[bases[i]]
 
     def _refresh(self) -> None:
         """Open every journal file not open yet (read lock held)."""
@@ -712,37 +705,45 @@ class Journal:
         ``pos``, read from its file and checked (invariant 5): the whole section is read and its
         CRC verified (format 2; format-1 sections have none)."""
         stop = nbytes if stop is None else stop
-        f = self._acquire(pos)
-        try:
-            if f.version < 2:
-                return self._pread(f, pos + start, stop - start)
-            head = self._pread(f, pos - SECTION_HEADER_SIZE, SECTION_HEADER_SIZE)
-            data = self._pread(f, pos, nbytes)
-            self._verify(f, pos, head, data)
-        finally:
-            self._release(f)
-        return data if start == 0 and stop == nbytes else data[start:stop]
+        for refresh in (False, True):
+            f = self._acquire(pos, refresh)
+            try:
+                if f.version < 2:
+                    return self._pread(f, pos + start, stop - start)
+                head = self._pread(f, pos - SECTION_HEADER_SIZE, SECTION_HEADER_SIZE)
+                data = self._pread(f, pos, nbytes)
+                self._verify(f, pos, head, data)
+                return data if start == 0 and stop == nbytes else data[start:stop]
+            except _ShortRead as short:
+                if refresh:
+                    raise short.error() from None
+            finally:
+                self._release(f)
+        raise AssertionError("unreachable")
 
     def read_section_into(self, pos: int, nbytes: int, buf: Any) -> None:
         """Read the whole section at ``pos`` (``nbytes``) straight into the writable ``buf``
         and check it (invariant 5)."""
-        f = self._acquire(pos)
-        try:
-            view = memoryview(buf).cast("B")
-            if len(view) != nbytes:
-                raise ValueError("buffer size differs from the section's")
-            got = 0
-            while got < nbytes:
-                k = os.preadv(f.fd, [view[got:]], pos - f.base + got)
-                if k <= 0:
-                    raise CorruptDataError(
-                        f"journal {file_name(f.base)}: expected {nbytes} bytes at position {pos}, "
-                        f"read {got}")
-                got += k
-            if f.version >= 2:
-                self._verify(f, pos, self._pread(f, pos - SECTION_HEADER_SIZE, SECTION_HEADER_SIZE), view)
-        finally:
-            self._release(f)
+        view = memoryview(buf).cast("B")
+        if len(view) != nbytes:
+            raise ValueError("buffer size differs from the section's")
+        for refresh in (False, True):
+            f = self._acquire(pos, refresh)
+            try:
+                got = 0
+                while got < nbytes:
+                    k = os.preadv(f.fd, [view[got:]], pos - f.base + got)
+                    if k <= 0:
+                        raise _ShortRead(f, pos, nbytes, got)
+                    got += k
+                if f.version >= 2:
+                    self._verify(f, pos, self._pread(f, pos - SECTION_HEADER_SIZE, SECTION_HEADER_SIZE), view)
+                return
+            except _ShortRead as short:
+                if refresh:
+                    raise short.error() from None
+            finally:
+                self._release(f)
 
     @staticmethod
     def _pread(f: _File, pos: int, n: int) -> bytes:
@@ -752,8 +753,7 @@ class Journal:
             raise storage_error(exc.errno or _errno.EIO, "read journal file",
                                 path=file_name(f.base)) from exc
         if len(data) != n:
-            raise CorruptDataError(
-                f"journal {file_name(f.base)}: expected {n} bytes at position {pos}, read {len(data)}")
+            raise _ShortRead(f, pos, n, len(data))
         return data
 
     @staticmethod
@@ -766,6 +766,19 @@ class Journal:
                 f"journal {file_name(f.base)}: the section of {len(data)} bytes at position {pos} "
                 f"fails its check (header says {n} bytes, CRC {crc:#010x}, data has "
                 f"{out[0]:#010x}): the file is damaged")
+
+
+class _ShortRead(Exception):
+    """A read found fewer bytes than the index says: a newer file may hold them (the reader
+    looks again), else the file is cut short or the data was reclaimed."""
+
+    def __init__(self, f: _File, pos: int, want: int, got: int) -> None:
+        super().__init__(pos)
+        self.path, self.pos, self.want, self.got = file_name(f.base), pos, want, got
+
+    def error(self) -> CorruptDataError:
+        return CorruptDataError(f"journal {self.path}: expected {self.want} bytes at position "
+                                f"{self.pos}, read {self.got}")
 
 
 def _roll_at_end(mm: mmap.mmap, base: int, size: int) -> int | None:

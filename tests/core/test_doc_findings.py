@@ -79,7 +79,7 @@ def test_a_batch_whose_frames_exceed_the_record_limit_does_not_poison_the_writer
     finally:
         w._failed = None  # let the fixture close the store even when the contract is broken
         w._closed = True
-        w._on_close()
+        w._hooks.on_close()
 
 
 def test_cli_write_with_the_same_writer_id_does_not_duplicate_a_rerun(tmp_path):
