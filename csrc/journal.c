@@ -92,6 +92,10 @@
  * thread lets gather when no flush is waiting. */
 #define PE_SYNC_DELAY_NS 500000L
 #define PE_SYNC_BATCH_BYTES (4u << 20)
+/* While callers lead their own group commits, the sync thread holds back for this long after the
+ * last one: a leader will cover what is written meanwhile, and a background fdatasync running
+ * beside a leader's makes the leader wait for two device flushes instead of one. */
+#define PE_LEAD_DEFER_NS 2000000L
 #define PE_MAX_IOV 1024 /* IOV_MAX on Linux: a longer list is written in several calls */
 
 /* ------------------------------------------------------------------ journal */
@@ -115,15 +119,20 @@ struct pe_journal {
     uint64_t synced;  /* end of what is known fdatasynced */
     int32_t failed_errno;
     int closing;
-    int sync_idle;    /* the sync thread is waiting on work_cv */
+    int sync_state;   /* what the sync thread waits for on work_cv: a SYNC_* value */
     int sync_waiters; /* threads in pe_journal_sync waiting for synced to advance */
     int leading;      /* a caller's thread is in an fdatasync (a flush leading its group, or
                          OS mode's make_durable): at most one at a time */
+    int64_t last_lead_ns; /* CLOCK_MONOTONIC end of the last leader's fdatasync, 0 if none */
     int have_thread;
     pthread_t thread;
     int32_t fault_countdown[3];
     int32_t fault_err[3];
 };
+
+/* sync_state: who must signal work_cv. Appends wake an IDLE thread, and a GATHERING one once a
+ * batch is full; a flush that waits wakes a GATHERING or DEFERRING one; close wakes any. */
+enum { SYNC_RUNNING = 0, SYNC_IDLE, SYNC_GATHERING, SYNC_DEFERRING };
 
 static void file_name(uint64_t base, char out[32])
 {
@@ -386,9 +395,9 @@ static void gather_locked(pe_journal *j)
     }
     while (j->sync_waiters == 0 && !j->closing && j->failed_errno == 0 &&
            j->written - j->synced < PE_SYNC_BATCH_BYTES) {
-        j->sync_idle = 1;
+        j->sync_state = SYNC_GATHERING;
         int rc = pthread_cond_timedwait(&j->work_cv, &j->mu, &deadline);
-        j->sync_idle = 0;
+        j->sync_state = SYNC_RUNNING;
         if (rc == ETIMEDOUT)
             break;
     }
@@ -424,18 +433,47 @@ static int sync_once_locked(pe_journal *j)
     return 0;
 }
 
+static int64_t now_ns(void)
+{
+    struct timespec t;
+    clock_gettime(CLOCK_MONOTONIC, &t);
+    return (int64_t)t.tv_sec * 1000000000LL + t.tv_nsec;
+}
+
+/* Holds the sync thread back while flushing callers lead (see PE_LEAD_DEFER_NS): returns 1 after
+ * waiting (the caller looks again), 0 when the sync thread should sync now. Nobody waiting in a
+ * flush and not closing: a waiter or close ends the wait at once. mu held; returns with mu held. */
+static int defer_to_leaders_locked(pe_journal *j)
+{
+    if (j->closing || j->sync_waiters > 0 || j->last_lead_ns == 0)
+        return 0;
+    int64_t until = j->last_lead_ns + PE_LEAD_DEFER_NS;
+    if (now_ns() >= until)
+        return 0;
+    struct timespec deadline = {(time_t)(until / 1000000000LL), (long)(until % 1000000000LL)};
+    j->sync_state = SYNC_DEFERRING;
+    pthread_cond_timedwait(&j->work_cv, &j->mu, &deadline);
+    j->sync_state = SYNC_RUNNING;
+    return 1;
+}
+
 static void *sync_main(void *arg)
 {
     pe_journal *j = arg;
     pthread_mutex_lock(&j->mu);
     for (;;) {
-        while (j->failed_errno == 0 && j->written <= j->synced && !j->closing) {
-            j->sync_idle = 1;
+        if (j->failed_errno != 0)
+            break;
+        if (defer_to_leaders_locked(j))
+            continue; /* callers lead: appends meanwhile need not wake this thread */
+        if (j->written <= j->synced) {
+            if (j->closing)
+                break; /* nothing left to sync */
+            j->sync_state = SYNC_IDLE;
             pthread_cond_wait(&j->work_cv, &j->mu);
-            j->sync_idle = 0;
+            j->sync_state = SYNC_RUNNING;
+            continue;
         }
-        if (j->failed_errno != 0 || j->written <= j->synced)
-            break; /* failed, or closing with nothing left to sync */
         gather_locked(j);
         if (j->failed_errno != 0)
             break;
@@ -634,7 +672,8 @@ int pe__journal_commit(pe_journal *j, struct iovec *iov, int n, uint64_t total,
         return PE_ERR_IO;
     }
     j->written = pos + total;
-    if (j->durability == PE_DURABILITY_FSYNC && j->sync_idle)
+    if (j->sync_state == SYNC_IDLE ||
+        (j->sync_state == SYNC_GATHERING && j->written - j->synced >= PE_SYNC_BATCH_BYTES))
         pthread_cond_signal(&j->work_cv);
     pthread_mutex_unlock(&j->mu);
     *out_pos = pos;
@@ -685,9 +724,8 @@ static int wait_locked(pe_journal *j, uint64_t pos, int64_t timeout_ns, int dura
             j->leading = 1;
             int rc = sync_once_locked(j);
             j->leading = 0;
-            pthread_cond_broadcast(&j->synced_cv);
-            if (j->sync_idle)
-                pthread_cond_signal(&j->work_cv); /* the sync thread may have waited for it */
+            j->last_lead_ns = now_ns();
+            pthread_cond_broadcast(&j->synced_cv); /* the sync thread may wait for leading = 0 */
             if (rc != 0)
                 return PE_ERR_IO;
             continue;
@@ -695,8 +733,8 @@ static int wait_locked(pe_journal *j, uint64_t pos, int64_t timeout_ns, int dura
         if (timeout_ns == 0)
             return PE_ERR_TIMEOUT;
         j->sync_waiters++;
-        if (j->sync_idle)
-            pthread_cond_signal(&j->work_cv); /* a flush is waiting: stop gathering */
+        if (j->sync_state == SYNC_GATHERING || j->sync_state == SYNC_DEFERRING)
+            pthread_cond_signal(&j->work_cv); /* a flush is waiting: sync now */
         int timed_out = 0;
         if (timeout_ns < 0)
             pthread_cond_wait(&j->synced_cv, &j->mu);

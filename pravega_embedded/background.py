@@ -12,6 +12,10 @@ Invariants:
      call raises it.
   2. Once the latch has tripped the threads do no more work (nothing more may be written).
   3. ``stop`` ends and joins them: no thread outlives its store.
+  4. A batch is drained within its writer's linger: a writer starting one wakes the linger
+     thread unless it will wake by itself before the batch is due. The thread marks itself
+     looking before it reads the writers and sets its wake time before it sleeps, so a batch
+     started while it looks wakes the sleep that follows.
 
 Thread-safety: ``failures`` and ``wake_linger`` from any thread; ``start``/``stop`` by the
 store's open and close.
@@ -89,6 +93,9 @@ class Background:
         self._lock = threading.Lock()
         self._stop = threading.Event()
         self._linger_wake = threading.Event()
+        # when the linger thread wakes next by itself (monotonic; inf while it looks at the
+        # writers and while it sleeps until woken): a batch due later needs no wake (invariant 4)
+        self._linger_until = float("inf")
         self._threads = [
             threading.Thread(target=self._linger_loop, name="pe-linger", daemon=True),
             threading.Thread(target=self._checkpoint_loop, name="pe-checkpoint", daemon=True),
@@ -106,8 +113,10 @@ class Background:
             if t.is_alive():
                 t.join()
 
-    def wake_linger(self) -> None:
-        self._linger_wake.set()
+    def wake_linger(self, due: float) -> None:
+        """A writer started a batch to be drained at ``due`` (monotonic)."""
+        if due < self._linger_until:
+            self._linger_wake.set()
 
     @property
     def failures(self) -> tuple[BackgroundFailure, ...]:
@@ -136,6 +145,7 @@ class Background:
         engine = self._engine
         engine.latch.quiet()
         while not self._stop.is_set():
+            self._linger_until = float("inf")  # looking: a batch started now wakes the next wait
             now = time.monotonic()
             nxt = None
             for w in list(engine.writers):
@@ -143,6 +153,7 @@ class Background:
                 if due is not None and (nxt is None or due < nxt):
                     nxt = due
             timeout = None if nxt is None else max(0.0, nxt - time.monotonic())
+            self._linger_until = float("inf") if nxt is None else nxt
             if timeout is None or timeout > 0:
                 wake.wait(timeout)
             wake.clear()

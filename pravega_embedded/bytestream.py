@@ -22,7 +22,7 @@ several threads) may read and write one byte stream at once.
 from __future__ import annotations
 
 import io
-from typing import TYPE_CHECKING, Any, Callable
+from typing import TYPE_CHECKING, Callable
 
 from .errors import (
     InvalidPositionError,
@@ -34,6 +34,8 @@ from .segsource import SegmentSource
 from .staging import append_bytes
 
 if TYPE_CHECKING:
+    from _typeshed import ReadableBuffer, WriteableBuffer
+
     from .engine import Engine
     from .stream import StreamState
 
@@ -73,7 +75,7 @@ class ByteStream(io.RawIOBase):
         if self._st.deleted:
             raise StreamNotFoundError(f"stream {self._st.key} was deleted")
 
-    def write(self, b: Any) -> int:
+    def write(self, b: ReadableBuffer) -> int:
         """Append ``b`` at the tail; returns its length. Durable after ``flush()``."""
         self._check()
         view = memoryview(b).cast("B")
@@ -91,7 +93,7 @@ class ByteStream(io.RawIOBase):
         if self._written:
             self._engine.journal.wait_acked(self._written, None, what=f"flush of byte stream {self._st.key}")
 
-    def readinto(self, b: Any) -> int:
+    def readinto(self, b: WriteableBuffer) -> int:
         """Read up to ``len(b)`` bytes at the position into ``b``; 0 at the durable tail."""
         self._check()
         out = memoryview(b).cast("B")

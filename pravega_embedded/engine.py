@@ -82,7 +82,7 @@ class Engine:
         self.staged: dict[int, Segment] = {}  # staging segments found at open (transactions)
         self.writers: set[Any] = set()  # open EventStreamWriters (the linger thread drains them)
         self.readers: weakref.WeakSet[Any] = weakref.WeakSet()
-        self.wake_linger: Callable[[], None] = lambda: None
+        self.wake_linger: Callable[[float], None] = lambda due: None
         self.subscribers: Callable[[str], list[dict[int, int] | None]] = lambda key: []
         self.on_scaled: Callable[[StreamState], None] = lambda st: None
         self.txns: "Transactions"

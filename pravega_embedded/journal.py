@@ -188,6 +188,22 @@ class _File:
         self.retired = False
 
 
+class _Use:
+    """``with journal.use() as handle``: a class, not a generator, as appends and waits use it on
+    every flush."""
+
+    __slots__ = ("_journal",)
+
+    def __init__(self, journal: "Journal") -> None:
+        self._journal = journal
+
+    def __enter__(self) -> Any:
+        return self._journal._enter()
+
+    def __exit__(self, *exc: object) -> None:
+        self._journal._exit()
+
+
 class Journal:
     """Files, recovery, appends, positions and reads of one store's journal."""
 
@@ -202,7 +218,9 @@ class Journal:
         self._handle = ffi.NULL
         self._users = 0
         self._closing = False
-        self._cv = threading.Condition(threading.Lock())
+        self._lock = threading.Lock()
+        self._cv = threading.Condition(self._lock)
+        self._guard = _Use(self)
         self._read_lock = threading.Lock()
         self._files: dict[int, _File] = {}
         self._bases: list[int] = []
@@ -483,21 +501,23 @@ class Journal:
               f"open journal {self.dir}")
         self._handle = out[0]
 
-    @contextmanager
-    def use(self) -> Iterator[Any]:
+    def use(self) -> "_Use":
         """The C handle, guarded: close() waits until no call on it is in flight (so a thread
         blocked in a sync wait or an append never touches freed memory)."""
-        with self._cv:
+        return self._guard
+
+    def _enter(self) -> Any:
+        with self._lock:
             if self._closing or self._handle == ffi.NULL:
                 raise StoreClosedError(f"journal {self.dir} is closed")
             self._users += 1
-        try:
-            yield self._handle
-        finally:
-            with self._cv:
-                self._users -= 1
-                if self._closing and self._users == 0:
-                    self._cv.notify_all()
+            return self._handle
+
+    def _exit(self) -> None:
+        with self._lock:
+            self._users -= 1
+            if self._closing and self._users == 0:
+                self._cv.notify_all()
 
     @property
     def handle(self) -> Any:

@@ -593,7 +593,7 @@ class Transaction:
             )
         return event
 
-    def write_event(self, event: Any, routing_key: str | None = None) -> None:
+    def write_event(self, event: object, routing_key: str | None = None) -> None:
         """Stage one event; it becomes visible only when the transaction commits."""
         w = self._writer
         if w._closed or w._engine.closed:
@@ -602,7 +602,7 @@ class Transaction:
             event = self._event(event)
         w._txns.write(self._state, routing_key, [event])
 
-    def write_events(self, events: Iterable[Any], routing_key: str | None = None) -> None:
+    def write_events(self, events: Iterable[object], routing_key: str | None = None) -> None:
         """Stage several events with one routing key."""
         self._writer._check_open()
         encode_key(routing_key)  # a bad key is refused before any event is looked at

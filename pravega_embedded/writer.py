@@ -164,7 +164,7 @@ class EventStreamWriter:
         self.duplicates_dropped = 0
 
     # ------------------------------------------------------------------ writing
-    def write_event(self, event: Any, routing_key: str | None = None, *, sequence: int | None = None) -> int:
+    def write_event(self, event: object, routing_key: str | None = None, *, sequence: int | None = None) -> int:
         """Buffer one event; return its sequence number. Same key, same order, always.
 
         The event is buffered before the batch is handed to the journal: if this call raises
@@ -199,7 +199,7 @@ class EventStreamWriter:
             self._drain()
         return seq
 
-    def write_events(self, events: Iterable[Any], routing_key: str | None = None) -> int:
+    def write_events(self, events: Iterable[object], routing_key: str | None = None) -> int:
         """Buffer a batch atomically (one journal record); return the last sequence number."""
         ser = self._ser_fn
         evs = [ser(e) for e in events] if ser is not None else list(events)
@@ -320,8 +320,8 @@ class EventStreamWriter:
         """First event of ``key`` in this batch: route it and start its list (writer thread)."""
         lists = self._lists
         if not lists:
-            self._batch_t0 = time.monotonic()
-            self._engine.wake_linger()
+            self._batch_t0 = t0 = time.monotonic()
+            self._engine.wake_linger(t0 + self.linger)
         if key is None:
             segs = self._stream.routing[1]
             targets = []
@@ -472,6 +472,14 @@ class EventStreamWriter:
                     self._durable = infl.popleft()[1]
             return self._durable
 
+    def _acked_through(self, pos: int) -> int:
+        """durable_sequence once the journal acknowledged everything before ``pos``."""
+        with self._ack_lock:
+            infl = self._inflight
+            while infl and infl[0][0] <= pos:
+                self._durable = infl.popleft()[1]
+            return self._durable
+
     def flush(self, timeout: float | None = None) -> int:
         """Wait until every event written so far is durable; return ``durable_sequence``."""
         if self._closed:
@@ -484,9 +492,10 @@ class EventStreamWriter:
         self._drain()
         with self._ack_lock:
             end = self._inflight[-1][0] if self._inflight else None
-        if end is not None:
-            self._engine.journal.wait_acked(end, timeout, what=f"flush of writer {self.writer_id!r}")
-        return self.durable_sequence
+        if end is None:
+            return self.durable_sequence
+        self._engine.journal.wait_acked(end, timeout, what=f"flush of writer {self.writer_id!r}")
+        return self._acked_through(end)
 
     # ------------------------------------------------------------------ lifecycle
     def _refuse(self, make_exc: Callable[[], Exception], *, flush: bool) -> None:

@@ -188,7 +188,7 @@ class GroupReader:
         """The reader's Position: just after the last event it returned."""
         return Position.of(self._returned())
 
-    def get_current_time_window(self, scope: str, stream: str) -> Any:
+    def get_current_time_window(self, scope: str, stream: str) -> TimeWindow:
         """The event-time window of ``scope/stream`` at the segments this reader holds:
         ``TimeWindow(lower, upper)`` (docs/event-time.md); bounds are None until known."""
         skey = f"{scope}/{stream}"

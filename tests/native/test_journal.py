@@ -9,6 +9,7 @@ import errno
 import os
 import struct
 import threading
+import time
 
 import pytest
 
@@ -409,3 +410,45 @@ def test_check_maps_status_codes(h):
     assert os.strerror(errno.EIO) in str(ei.value)
     with pytest.raises(errors.StorageFullError):
         check(lib.PE_ERR_IO, "write s/t", errno=errno.ENOSPC)
+
+
+def test_unflushed_appends_become_durable_while_callers_lead(h, tmp_path):
+    """FSYNC mode: the sync thread holds back while flushing callers lead their own group
+    commits, but only for a while: what another writer appends without ever flushing becomes
+    durable both while the leaders go on and after they stop."""
+    st, j = h.open_journal(tmp_path, durability=FSYNC)
+    stop = threading.Event()
+    failures = []
+
+    def leader():
+        i = 0
+        while not stop.is_set():
+            s, _e, _r, _p, end, _ = h.append(j, h.prepare([(1, i, [(b"lead", [b"x" * 50])])]))
+            if s != h.lib.PE_OK or h.lib.pe_journal_sync(j, end, -1) != h.lib.PE_OK:
+                failures.append(s)
+                return
+            i += 1
+
+    def wait_durable(end: int) -> bool:
+        # the sync thread may hold back a few ms at a time; 30 s is a bound for a loaded machine
+        deadline = time.monotonic() + 30
+        while time.monotonic() < deadline:
+            if h.state(j)["synced"] >= end:
+                return True
+            time.sleep(0.001)
+        return False
+
+    t = threading.Thread(target=leader)
+    t.start()
+    try:
+        for i in range(20):  # appended beside the leader, never flushed
+            s, _e, _r, _p, end, _ = h.append(j, h.prepare([(2, i, [(b"quiet", [b"y" * 50])])]))
+            assert s == h.lib.PE_OK
+            assert wait_durable(end)
+    finally:
+        stop.set()
+        t.join()
+    assert not failures
+    s, _e, _r, _p, end, _ = h.append(j, h.prepare([(2, 99, [(b"quiet", [b"z"])])]))
+    assert s == h.lib.PE_OK and wait_durable(end)  # no leader any more: the sync thread syncs
+    assert h.lib.pe_journal_close(j) == h.lib.PE_OK
