@@ -268,7 +268,10 @@ class EventStreamReader:
         """Idempotent; wakes a read blocked in another thread (it raises ReaderClosedError)."""
         if not self._closed:
             self._closed = True
-            self._it = iter(())  # events fetched but not returned are not handed out after close
+            # events fetched but not returned are not handed out after close; position() stays
+            # just after the last event returned
+            self._pos = self._returned()
+            self._it = iter(())
             self._st.notify()
 
     @property

@@ -107,8 +107,13 @@ class SegmentSource:
         self.engine, self.seg, self.journal = engine, seg, engine.journal
 
     def section(self, offset: int) -> tuple[IndexEntry, Any]:
-        """The section containing ``offset`` and its cached bytes (or None)."""
-        return self.engine.index.lookup(self.seg, offset)
+        """The section containing ``offset`` and its cached bytes (or None). An offset before
+        the head is TruncatedDataError: a truncation drops its index entries (from LMDB too)."""
+        try:
+            return self.engine.index.lookup(self.seg, offset)
+        except CorruptDataError:
+            self._truncated(offset)
+            raise
 
     def visible_length(self, acked: int) -> int:
         """The segment's length counting only visible sections (invariant 1)."""

@@ -270,6 +270,27 @@ def test_closed_reader_refuses_reads_also_with_events_fetched_ahead(pe_store):
         r.read_next_event(timeout=0)
 
 
+
+@pytest.mark.parametrize("closing", ["reader", "store"])
+def test_position_after_close_is_just_after_the_last_event_returned(store_path, closing):
+    """Library bug (found by the torture run): close() dropped the events fetched ahead without
+    moving the position back, so position() named the end of the fetched chunk and a reader
+    resumed there skipped the rest of it."""
+    store = pe.open(store_path)
+    _stream(store)
+    with store.create_writer("r", "t") as w:
+        w.write_events([b"e%d" % i for i in range(10)], routing_key="k")  # one record, one chunk
+    r = store.create_reader("r", "t")
+    assert r.read_next_event(timeout=1).event == b"e0"
+    before = r.position()
+    if closing == "reader":
+        r.close()
+    store.close()
+    assert r.position() == before
+    with pe.open(store_path) as store:
+        r2 = store.create_reader("r", "t", start=r.position())
+        assert [ev.event for ev in _drain(r2)] == [b"e%d" % i for i in range(1, 10)]
+
 def test_close_wakes_a_blocked_reader(pe_store):
     _stream(pe_store)
     r = pe_store.create_reader("r", "t")

@@ -217,6 +217,36 @@ def test_standalone_reader_truncated_under_it_gets_one_error_and_continues(tmp_p
         assert sorted(rest) == sorted(set(range(n)) - read)
 
 
+
+@pytest.mark.parametrize("reopen", [False, True])
+def test_a_cut_before_the_head_is_truncated_data_also_after_a_reopen(tmp_path, reopen):
+    """Library bug (found by the torture run): after a reopen the index entries before the
+    head are gone from LMDB too, and a start cut there was reported as a damaged index
+    (CorruptDataError: restore meta/ from a backup) instead of TruncatedDataError."""
+    store = pe.open(tmp_path)
+    try:
+        store.create_scope("s")
+        store.create_stream("s", "t")
+        with store.create_writer("s", "t", writer_id="w") as w:
+            for i in range(3):
+                w.write_events([b"a%d" % i, b"b%d" % i], routing_key="k")
+                w.flush()  # three records
+        r = store.create_reader("s", "t")
+        r.read_next_event(1)
+        r.read_next_event(1)
+        mid = r.position()  # an event boundary inside the second record
+        store.checkpoint()
+        store.truncate_stream("s", "t", store.stream_info("s", "t").tail)
+        if reopen:
+            store.close()
+            store = pe.open(tmp_path)
+        with pytest.raises(TruncatedDataError):
+            store.create_reader("s", "t", start=mid)
+        with pytest.raises(TruncatedDataError):
+            store.read_slice("s", "t", start=mid)
+    finally:
+        store.close()
+
 def test_reclaim_survives_reopen_and_deleted_streams_give_disk_back(tmp_path):
     with pe.open(tmp_path, **FAST) as store:
         store.create_scope("s")
