@@ -27,11 +27,19 @@ Invariants:
      ``unassigned`` at the releasing reader's returned position, so per routing key the group
      delivers in write order and, without ``reader_offline(..., None)``, exactly once.
 
-Thread-safety: one thread reads; ``close()`` may be called from any thread.
+  3. ``close()`` records the position of the events returned before it and nothing is handed
+     out after it: the buffered events are taken away before the position is computed, and the
+     reading thread's chunk reads, balancing and state changes happen under the reader's lock,
+     which ``close()`` and ``position()`` take too.
+
+Thread-safety: one thread reads; ``close()`` and ``position()`` may be called from any thread.
+Lock order: the reader's lock, then the group state's lock (``GroupState.update``); the lock is
+never held while the reading thread waits.
 """
 
 from __future__ import annotations
 
+import threading
 import time
 import uuid
 from typing import TYPE_CHECKING, Any, Iterator
@@ -132,6 +140,7 @@ class GroupReader:
         self._snap: Any = None  # the group state this reader has fully acted on
         self._marker: int | None = None  # checkpoint id whose marker was returned
         self._closed = False
+        self._lock = threading.RLock()  # invariant 3
         self._frames = FrameParser()
         self.live: dict[str, int] = {}  # fetch position per segment, for lag figures
         self._gen = -1
@@ -174,19 +183,26 @@ class GroupReader:
             self._cur = None
 
     # ------------------------------------------------------------------ positions
-    def _returned(self) -> dict[str, int]:
-        """Each owned segment's position as the application saw it (invariant 1)."""
+    def _returned(self, *, take: bool = False) -> dict[str, int]:
+        """Each owned segment's position as the application saw it (invariant 1). With
+        ``take`` the buffered events are taken away first: none is handed out afterwards (an
+        event the reading thread takes meanwhile is returned, so not counted as buffered)."""
         pos = {k: o[2] for k, o in self._owned.items()}
+        it = self._it
+        if take:
+            self._it = iter(())
         if self._cur is not None and self._cur in pos:
-            pending = list(self._it)
-            self._it = iter(pending)
+            pending = list(it)
+            if not take:
+                self._it = iter(pending)
             if pending:
                 pos[self._cur] = pending[0][3]
         return pos
 
     def position(self) -> Position:
         """The reader's Position: just after the last event it returned."""
-        return Position.of(self._returned())
+        with self._lock:
+            return Position.of(self._returned())
 
     def get_current_time_window(self, scope: str, stream: str) -> TimeWindow:
         """The event-time window of ``scope/stream`` at the segments this reader holds:
@@ -228,25 +244,26 @@ class GroupReader:
         engine, gs = self._engine, self._gs
         deadline = deadline_of(timeout)
         while True:
-            if self._closed:
-                raise ReaderClosedError(f"reader {self.reader_id!r} of group {self.group_name!r} is closed")
-            if engine.closed:
-                raise StoreClosedError(f"store {engine.path} is closed")
-            marker = self._sync()
-            if marker is not None:
-                return marker
-            try:
-                return next(self._it)
-            except StopIteration:
-                self._cur = None
-            ev = self._read_chunk()
-            if ev is not None:
-                return ev
-            s = gs.state
-            if self._snap is not gs.snap:
-                continue  # a segment was completed or the state moved: act on it first
-            if not s["unassigned"] and not any(r["segments"] for r in s["readers"].values()):
-                return self._marker_event(None)  # every segment read to its end
+            with self._lock:  # invariant 3
+                if self._closed:
+                    raise ReaderClosedError(f"reader {self.reader_id!r} of group {self.group_name!r} is closed")
+                if engine.closed:
+                    raise StoreClosedError(f"store {engine.path} is closed")
+                marker = self._sync()
+                if marker is not None:
+                    return marker
+                try:
+                    return next(self._it)
+                except StopIteration:
+                    self._cur = None
+                ev = self._read_chunk()
+                if ev is not None:
+                    return ev
+                s = gs.state
+                if self._snap is not gs.snap:
+                    continue  # a segment was completed or the state moved: act on it first
+                if not s["unassigned"] and not any(r["segments"] for r in s["readers"].values()):
+                    return self._marker_event(None)  # every segment read to its end
             if not self._wait(deadline, s):
                 return None
 
@@ -472,18 +489,25 @@ class GroupReader:
         returned are not re-delivered to other readers). Idempotent; wakes a blocked read."""
         if self._closed:
             return
-        self._closed = True
         gs = self._gs
-        try:
-            if not gs.deleted and not self._engine.closed:
-                final = self._returned()
-                gs.update(lambda s: self._member(s) and (remove_reader(s, self.reader_id, final) or True))
-        finally:
-            self._it = iter(())
-            if gs.readers.get(self.reader_id) is self:
-                del gs.readers[self.reader_id]
-            with gs.cond:
-                gs.cond.notify_all()
+        with self._lock:  # invariant 3
+            if self._closed:
+                return
+            self._closed = True
+            final = self._returned(take=True)
+            try:
+                if not gs.deleted and not self._engine.closed:
+                    gs.update(lambda s: self._member(s) and (remove_reader(s, self.reader_id, final) or True))
+            finally:
+                self._release()
+
+    def _release(self) -> None:
+        """Forget this reader in the process and wake its blocked read."""
+        gs = self._gs
+        if gs.readers.get(self.reader_id) is self:
+            del gs.readers[self.reader_id]
+        with gs.cond:
+            gs.cond.notify_all()
 
     @property
     def closed(self) -> bool:
