@@ -293,8 +293,12 @@ class Slice:
         self._st = st
         self._ser = resolve(serializer)
         journal, index = engine.journal, engine.index
-        segs = dict(st.segments)
-        visible = index.visible_lengths(segs, journal.acked())  # one snapshot across the segments
+        with engine.append_lock:
+            # the segments and the acknowledged position together: a scaling and a commit
+            # cannot land in between (a part routed to a segment not in segs would be missing)
+            segs = dict(st.segments)
+            acked = journal.acked()
+        visible = index.visible_lengths(segs, acked)  # one snapshot across the segments
         if end is not None and any(end.get(sid, 0) > visible[sid] for sid in segs):
             # the end names data not yet durable: wait for it (raises if the journal failed)
             journal.wait_acked(journal.written(), None, what=f"slice of {st.key}")

@@ -333,3 +333,41 @@ def test_commit_after_the_stream_was_sealed_aborts(pe_store, scaled_first):
         other.txn.commit()
     assert other.txn.status() == pe.TxnStatus.ABORTED
     assert dict(tags(slice_events(pe_store, SCOPE, STREAM))) == {"ok": ok.count}
+
+
+def test_a_slice_taken_while_a_scaling_and_a_commit_land_holds_all_of_it_or_none(pe_store, monkeypatch):
+    """Library bug (found by the torture run): a slice copied the stream's segments, then took
+    the acknowledged position; a scaling and a commit landing in between left the part of the
+    transaction routed to the new segment out of the slice while the rest was in it. The pause
+    is forced where the slicer asks for the acknowledged position."""
+    make_stream(pe_store, SCOPE, STREAM, 2)
+    txn = pe_store.create_transactional_writer(SCOPE, STREAM).begin_txn()
+    for i, key in enumerate(KEYS):  # keys all over the key space: every segment gets some
+        txn.write_event(payload("txn", key, i), routing_key=key)
+    txn.flush()
+    journal = pe_store._engine.journal
+    real_acked = journal.acked
+    slicer = threading.current_thread()
+    lander: list[threading.Thread] = []
+
+    def land() -> None:
+        seg = pe_store.stream_info(SCOPE, STREAM).current_segments[0]
+        mid = (seg.key_low + seg.key_high) / 2
+        pe_store.scale_stream(SCOPE, STREAM, [seg.segment_id], [(seg.key_low, mid), (mid, seg.key_high)])
+        txn.commit()  # routed to the new segments and to the untouched one
+
+    def acked() -> int:
+        if threading.current_thread() is slicer and not lander:
+            lander.append(threading.Thread(target=land))
+            lander[0].start()
+            lander[0].join(0.5)  # lands now unless the slicer holds what keeps it out
+        return real_acked()
+
+    monkeypatch.setattr(journal, "acked", acked)
+    sl = pe_store.read_slice(SCOPE, STREAM)
+    monkeypatch.undo()
+    lander[0].join()
+    assert txn.status() == pe.TxnStatus.COMMITTED
+    seen = [ev for ev in sl if parse(ev.event)[0] == "txn"]
+    assert len(seen) in (0, len(KEYS)), f"the slice holds {len(seen)} of the {len(KEYS)} committed events"
+    assert len(slice_events(pe_store, SCOPE, STREAM)) == len(KEYS)
