@@ -29,8 +29,12 @@ Invariants:
   8. A write transaction is durable when ``write()`` returns (commit, then ``env.sync``; not in
      durability "none"); a failed commit or sync trips the store's fail-stop latch, and no write
      begins after it.
+  9. ``close()`` waits for the reads and writes in flight and closes the environment after
+     them; a call after it raises StoreClosedError (a call racing a store's close is told the
+     store is closed: never an LMDB error, never a tripped latch).
 
 Thread-safety: every method may be called from any thread; LMDB serialises write transactions.
+The gate's lock is held only to count calls in flight, never during one.
 """
 
 from __future__ import annotations
@@ -40,6 +44,7 @@ import hashlib
 import json
 import os
 import struct
+import threading
 import zlib
 from contextlib import contextmanager
 from typing import Any, Callable, Iterable, Iterator
@@ -51,6 +56,7 @@ from .errors import (
     FormatVersionError,
     PravegaEmbeddedError,
     StorageError,
+    StoreClosedError,
     StorageFullError,
     storage_error,
 )
@@ -151,6 +157,9 @@ class Metadata:
         self.path = path
         self._sync = sync
         self._latch = latch
+        self._gate = threading.Condition(threading.Lock())  # invariant 9
+        self._users = 0
+        self._closing = False
         if not create:
             check_lmdb_file(path)
         try:
@@ -221,15 +230,38 @@ class Metadata:
         for k, v in txn.cursor(db=self._db[db]):
             yield k, self._open(db, k, v)
 
+    def _enter(self, what: str) -> None:
+        with self._gate:
+            if self._closing:
+                raise StoreClosedError(f"{what}: the store is closed (metadata {self.path})")
+            self._users += 1
+
+    def _exit(self) -> None:
+        with self._gate:
+            self._users -= 1
+            if self._closing and not self._users:
+                self._gate.notify_all()
+
     @contextmanager
     def _read(self, what: str) -> Iterator[lmdb.Transaction]:
-        with self._guard(what), self.env.begin() as txn:
-            yield txn
+        self._enter(what)
+        try:
+            with self._guard(what), self.env.begin() as txn:
+                yield txn
+        finally:
+            self._exit()
 
     @contextmanager
     def write(self, what: str = "metadata write") -> Iterator[lmdb.Transaction]:
         """A write transaction, durable when the ``with`` block ends (invariant 8)."""
         self._latch.check()
+        self._enter(what)
+        try:
+            yield from self._write(what)
+        finally:
+            self._exit()
+
+    def _write(self, what: str) -> Iterator[lmdb.Transaction]:
         try:
             with self.env.begin(write=True) as txn:
                 yield txn
@@ -313,11 +345,11 @@ class Metadata:
             return [k.decode() for k, _ in self._items(txn, b"scopes")]
 
     def has_scope(self, scope: str, txn: lmdb.Transaction | None = None) -> bool:
-        with self._guard(f"look up scope {scope!r}"):
-            if txn is not None:
+        if txn is not None:
+            with self._guard(f"look up scope {scope!r}"):
                 return self._get(txn, b"scopes", scope.encode()) is not None
-            with self.env.begin() as t:
-                return self._get(t, b"scopes", scope.encode()) is not None
+        with self._read(f"look up scope {scope!r}") as t:
+            return self._get(t, b"scopes", scope.encode()) is not None
 
     def put_scope(self, txn: lmdb.Transaction, scope: str, info: dict[str, Any]) -> None:
         self._put(txn, b"scopes", scope.encode(), _json(info))
@@ -573,4 +605,11 @@ class Metadata:
             put(txn, b"store", b"applied_pos", _LE64.pack(applied_pos))
 
     def close(self) -> None:
+        """Wait for the calls in flight, then close the environment. Idempotent."""
+        with self._gate:
+            if self._closing:
+                return
+            self._closing = True
+            while self._users:
+                self._gate.wait()
         self.env.close()

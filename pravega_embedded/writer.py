@@ -59,6 +59,7 @@ MAX_EVENT_SIZE = 8 * 1024 * 1024
 MAX_BATCH_BYTES = 64 * 1024 * 1024
 MAX_PENDING_EVENTS = 8192  # with <= 4 KiB keys, a batch's frames stay under the record limit
 _ROUTE_CACHE = 100_000
+_CLOSING = threading.Lock()  # held only to test and set a writer's _closed
 _NOKEY: list[object] = []
 
 
@@ -158,7 +159,7 @@ class EventStreamWriter:
         self._batch_t0 = 0.0
         self._refusal: Callable[[], Exception] | None = None  # makes the error writes raise
         self._failed: tuple[dict[Any, Any], int, int] | None = None
-        self._closed = False
+        self._closed: bool | threading.Event = False  # closing: an Event set once closed
         self._rr = 0
         self._topology = stream.topology
         self.duplicates_dropped = 0
@@ -513,21 +514,30 @@ class EventStreamWriter:
                 self._io_lock.release()
 
     def close(self) -> None:
-        """Flush and close. Idempotent."""
-        if self._closed:
+        """Flush and close. Idempotent; a close while another thread's close is under way
+        returns when that one has finished."""
+        with _CLOSING:
+            closing = self._closed
+            if not closing:
+                done = self._closed = threading.Event()
+        if closing:
+            if isinstance(closing, threading.Event):
+                closing.wait()
             return
-        self._closed = True
         try:
             if self._refusal is None:
                 message = f"writer {self.writer_id!r} on {self.scope}/{self.stream} is closed"
                 self._refusal = lambda: WriterClosedError(message)
             self._flush(None)
         finally:
-            self._hooks.on_close()
+            try:
+                self._hooks.on_close()
+            finally:
+                done.set()
 
     @property
     def closed(self) -> bool:
-        return self._closed
+        return bool(self._closed)
 
     def __enter__(self) -> "EventStreamWriter":
         return self

@@ -1,0 +1,98 @@
+"""Calls racing a store's close (found by the torture run): each is told the store is closed
+(StoreClosedError), never an LMDB error and never a tripped fail-stop latch; close() waits for
+the metadata calls in flight instead of closing LMDB under them (py-lmdb then blocked close
+for good when a write transaction was open); a writer's close() racing another close() of it
+returns only when the writer is closed and its events are durable."""
+
+from __future__ import annotations
+
+import threading
+
+import pytest
+
+import pravega_embedded as pe
+from pravega_embedded import errors
+
+
+def _store_with_events(path, n=3000):
+    store = pe.open(path)
+    store.create_scope("s")
+    store.create_stream("s", "t", pe.StreamConfiguration(scaling=pe.ScalingPolicy.fixed(2)))
+    with store.create_writer("s", "t", writer_id="w") as w:
+        for i in range(n):
+            w.write_event(b"x%d" % i, routing_key=f"k{i % 7}")
+    store.close()
+    return pe.open(path)  # the section index is now read from LMDB
+
+
+def test_a_slice_read_after_the_store_closed_is_store_closed(store_path):
+    store = _store_with_events(store_path)
+    sl = store.read_slice("s", "t")
+    store.close()
+    with pytest.raises(errors.StoreClosedError):
+        list(sl)
+
+
+def test_close_waits_for_a_metadata_write_in_flight_and_later_writes_are_refused(store_path):
+    store = _store_with_events(store_path, 10)
+    meta = store._engine.meta
+    inside, release = threading.Event(), threading.Event()
+    outcome: list = []
+
+    def slow_write():
+        try:
+            with meta.write("a slow write") as txn:
+                inside.set()
+                release.wait(10)
+                meta.put_scope(txn, "extra", {})
+            outcome.append("committed")
+        except BaseException as exc:  # noqa: BLE001 - recorded for the assertion
+            outcome.append(exc)
+
+    t = threading.Thread(target=slow_write)
+    t.start()
+    assert inside.wait(10)
+    closer = threading.Thread(target=store.close)
+    closer.start()
+    closer.join(0.3)
+    assert closer.is_alive(), "close() closed LMDB under a write transaction in flight"
+    release.set()
+    t.join(10)
+    closer.join(10)
+    assert not closer.is_alive() and outcome == ["committed"]
+    with pytest.raises(errors.StoreClosedError):
+        with meta.write("a write after close"):
+            pass
+    assert not store._engine.latch.tripped
+    with pe.open(store_path) as again:  # the write in flight was kept; the store is sound
+        assert "extra" in again.list_scopes()
+
+
+def test_a_writer_close_racing_another_close_returns_when_it_is_closed(store_path, monkeypatch):
+    with pe.open(store_path) as store:
+        store.create_scope("s")
+        store.create_stream("s", "t")
+        w = store.create_writer("s", "t", writer_id="w")
+        for i in range(100):
+            w.write_event(b"y%d" % i, routing_key="a")
+        journal = store._engine.journal
+        real_wait, in_flush, release = journal.wait_acked, threading.Event(), threading.Event()
+
+        def slow_wait(*args, **kwargs):
+            in_flush.set()
+            release.wait(10)
+            return real_wait(*args, **kwargs)
+
+        monkeypatch.setattr(journal, "wait_acked", slow_wait)
+        first = threading.Thread(target=w.close)
+        first.start()
+        assert in_flush.wait(10)
+        second = threading.Thread(target=w.close)
+        second.start()
+        second.join(0.3)
+        assert second.is_alive(), "a second close() returned while the first was still flushing"
+        release.set()
+        second.join(10)
+        first.join(10)
+        assert w.closed and w.durable_sequence == w.last_sequence == 99
+        store.create_writer("s", "t", writer_id="w").close()  # the id is free again
