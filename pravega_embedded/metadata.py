@@ -61,8 +61,9 @@ from .errors import (
     storage_error,
 )
 from .failstop import FailStop
+from .lmdbfile import check_lmdb_file
 
-__all__ = ["Metadata", "META_FORMAT_VERSION", "check_lmdb_file"]
+__all__ = ["Metadata", "META_FORMAT_VERSION"]
 
 META_FORMAT_VERSION = 4  # 2: scaling (segment graph), files and retention tables
 # 3: transactions (txns table, staging segments), BYTES/MERGE journal records, byte streams
@@ -74,11 +75,6 @@ _LE64 = struct.Struct("<Q")
 _CRC = struct.Struct("<I")
 _DBS = (b"store", b"scopes", b"streams", b"segments", b"seglen", b"writers", b"index", b"groups",
         b"files", b"retention", b"watermarks", b"txns")
-# LMDB's meta pages (lmdb.h, mdb.c): page header 16 bytes, then MDB_meta: magic u32, version
-# u32, address, mapsize, two MDB_db of 48 bytes (the first one's md_pad is the page size),
-# last page number, txn id; two copies, at offset 0 and at the page size.
-_MDB_MAGIC = 0xBEEFC0DE
-_MDB_META = struct.Struct("<16xII8x8xI44x48xQQ")
 # MDB error codes that mean the file is damaged or not an LMDB file of this version
 _DAMAGE = {-30796, -30797, -30795, -30794, -30793, -30786, -30782, -30781, -30780, -30784}
 
@@ -109,44 +105,6 @@ def _nearly_full(path: str) -> bool:
     except OSError:
         return False
     return st.f_bavail * st.f_frsize < (1 << 20)
-
-
-def check_lmdb_file(path: str) -> None:
-    """Refuse a ``data.mdb`` that LMDB would misread or that would kill the process when
-    mapped: missing, empty, no valid meta page, or shorter than its meta page says."""
-    data = os.path.join(path, "data.mdb")
-    try:
-        with open(data, "rb") as f:
-            size = os.fstat(f.fileno()).st_size
-            head = f.read(_MDB_META.size)
-            metas = []
-            if len(head) == _MDB_META.size:
-                magic, version, psize, last_pg, txnid = _MDB_META.unpack(head)
-                if magic == _MDB_MAGIC and psize >= 512 and psize & (psize - 1) == 0:
-                    metas.append((txnid, last_pg, psize))
-                    f.seek(psize)
-                    other = f.read(_MDB_META.size)
-                    if len(other) == _MDB_META.size:
-                        m2, _, _, lp2, tx2 = _MDB_META.unpack(other)
-                        if m2 == _MDB_MAGIC:
-                            metas.append((tx2, lp2, psize))
-    except FileNotFoundError:
-        raise CorruptDataError(
-            f"metadata file {data} is missing, but the store exists: it cannot be opened without "
-            "it (restore meta/ from a backup); the store was not changed") from None
-    except OSError as exc:
-        raise storage_error(exc.errno or _errno.EIO, "read the metadata file", path=data) from exc
-    if size == 0:
-        raise CorruptDataError(f"metadata file {data} is empty, but the store exists: restore "
-                               "meta/ from a backup; the store was not changed")
-    if not metas:
-        raise CorruptDataError(f"metadata file {data} has no valid LMDB meta page: it is damaged "
-                               "or not an LMDB file; the store was not changed")
-    _, last_pg, psize = max(metas)
-    if size < (last_pg + 1) * psize or size < 2 * psize:
-        raise CorruptDataError(
-            f"metadata file {data} is cut short: {size} bytes, but its meta page names page "
-            f"{last_pg} of {psize} bytes; restore meta/ from a backup; the store was not changed")
 
 
 class Metadata:

@@ -9,7 +9,7 @@ damaged one.
 Invariants:
   1. One process (one open handle) owns the directory at a time (flock on LOCK).
   2. A directory with the marker, or with journal files, or with metadata, is an existing
-     store: its metadata must be there and readable (``metadata.check_lmdb_file``), else
+     store: its metadata must be there and readable (``lmdbfile.check_lmdb_file``), else
      CorruptDataError and nothing is changed. Metadata is never created over an existing
      journal, so a lost ``meta/`` can never open as an empty store.
   3. Every directory the store creates is durable (its parent fsynced) before anything depends
@@ -32,7 +32,7 @@ from dataclasses import dataclass
 
 from .errors import CorruptDataError, FormatVersionError, StoreLockedError, storage_error
 from .failstop import FailStop
-from .metadata import check_lmdb_file
+from .lmdbfile import check_lmdb_file
 
 __all__ = ["StoreDir", "STORE_FORMAT", "new_store_id"]
 

@@ -108,6 +108,43 @@ def test_data_mdb_truncated(single, tmp_path, variant, size):
     _assert(h.check_case(s, ref, expect), f"{variant}: data.mdb truncated to {n} of {full} bytes")
 
 
+
+def _name_unwritten_pages(data: Path, extra: int) -> int:
+    """Raise ``last_pg`` in both LMDB meta pages by ``extra``, as LMDB leaves it after a write
+    transaction that allocated pages and freed them again (it does not write such pages, so
+    the file ends before the last page its meta page names). Returns the file's size."""
+    raw = bytearray(data.read_bytes())
+    psize = int.from_bytes(raw[16 + 24 : 16 + 28], "little")  # md_pad of the free-list MDB_db
+    for meta in (0, psize):
+        at = meta + 16 + 24 + 96  # page header, magic..mapsize, two MDB_db: last_pg
+        last = int.from_bytes(raw[at : at + 8], "little")
+        raw[at : at + 8] = (last + extra).to_bytes(8, "little")
+    data.write_bytes(raw)
+    return len(raw)
+
+
+@pytest.mark.parametrize("variant", VARIANTS)
+def test_data_mdb_naming_pages_it_never_wrote_opens(single, tmp_path, variant):
+    """Library bug (found by the torture run): a cleanly closed store was refused as "cut
+    short" because LMDB's meta page named a page past the end of the file; LMDB does not write
+    the pages a write transaction allocates and frees again, so that is no damage."""
+    ref, s = _case(single, tmp_path, variant)
+    _name_unwritten_pages(s / "meta" / "data.mdb", 3)
+    _assert(h.check_case(s, ref, h.Expect.opens(ref.full)), f"{variant}: last_pg past the end")
+
+
+@pytest.mark.parametrize("variant", VARIANTS)
+@pytest.mark.parametrize("cut", ("half", "one page"))
+def test_data_mdb_naming_unwritten_pages_and_truncated(single, tmp_path, variant, cut):
+    """The same file cut short as well: the pages its trees reach are checked, so the cut is
+    refused (or opens correctly if no tree page was cut), never a crash."""
+    ref, s = _case(single, tmp_path, variant)
+    data = s / "meta" / "data.mdb"
+    full = _name_unwritten_pages(data, 3)
+    os.truncate(data, full // 2 if cut == "half" else full - 4096)
+    expect = h.Expect(ref.full, True, _meta_names(s), error_classes=("CorruptDataError",))
+    _assert(h.check_case(s, ref, expect), f"{variant}: last_pg past the end, cut to {cut}")
+
 @pytest.mark.parametrize("variant", VARIANTS)
 def test_lock_mdb_deleted(single, tmp_path, variant):
     ref, s = _case(single, tmp_path, variant)
