@@ -85,6 +85,10 @@ def old_release(tmp_path_factory) -> Path:
     tar = subprocess.run(["git", "-C", str(ROOT), "archive", OLD_COMMIT], capture_output=True,
                          check=True, timeout=120).stdout
     subprocess.run(["tar", "-x", "-C", str(root)], input=tar, check=True, timeout=120)
+    # cffi compiles through setuptools, which reads a pyproject.toml in the working directory; the
+    # setuptools of a fresh venv (65.x) rejects the old file's license string, and the old release
+    # runs from PYTHONPATH, so the packaging files are not needed.
+    (root / "pyproject.toml").unlink()
     subprocess.run([sys.executable, "pravega_embedded/_native/_build.py"], cwd=root, check=True,
                    capture_output=True, timeout=600)
     return root
