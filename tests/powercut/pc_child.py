@@ -32,6 +32,7 @@ import random
 import sys
 import threading
 import time
+import traceback
 from collections.abc import Callable
 from typing import Any
 
@@ -86,6 +87,8 @@ def guarded(log: AckLog, fn: Callable[..., None], *args: Any) -> None:
         fn(*args)
     except BaseException as exc:  # noqa: BLE001
         log(f"error {threading.current_thread().name}: {type(exc).__name__}: {exc}")
+        traceback.print_exc()  # to the run's stderr file, which a failing test shows
+        sys.stderr.flush()
         os._exit(3)
 
 
@@ -358,6 +361,8 @@ def main() -> None:
         RUNNERS[workload](store, log, seed)
     except BaseException as exc:  # noqa: BLE001
         log(f"error main: {type(exc).__name__}: {exc}")
+        traceback.print_exc()
+        sys.stderr.flush()
         os._exit(3)
 
 

@@ -173,7 +173,10 @@ class PowerCutLoop:
         try:
             self._wait_acks(proc, offset, self.rnd.randint(1, 4), cut)
             time.sleep(self.rnd.uniform(0.0, max_delay))
-            assert proc.poll() is None, f"{self.where(cut)} the child died by itself ({proc.returncode})\n{self._stderr(cut)}"
+            if proc.poll() is not None:
+                errors = [ln for ln in self._run_lines(offset) if ln.startswith(b"error")]
+                raise AssertionError(f"{self.where(cut)} the child died by itself ({proc.returncode}): "
+                                     f"{errors[:3]}\n{self._stderr(cut)}")
         except BaseException:
             kill_process(proc)
             raise
