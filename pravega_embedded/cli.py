@@ -15,6 +15,7 @@ from typing import Any, Sequence
 
 from . import cli_groups, cli_scaling, errors
 from .config import ScalingPolicy, StreamConfiguration
+from .store import Store
 from .store import open as open_store
 from .streamcut import StreamCut, format_segment_id
 
@@ -87,7 +88,7 @@ def _out(line: str) -> None:
     sys.stdout.write(line + "\n")
 
 
-def _info(store: Any, scope: str, stream: str, as_json: bool) -> None:
+def _info(store: Store, scope: str, stream: str, as_json: bool) -> None:
     info = store.stream_info(scope, stream)
     if as_json:
         _out(json.dumps({
@@ -107,7 +108,7 @@ def _info(store: Any, scope: str, stream: str, as_json: bool) -> None:
              f"{s.head:>10}  {s.length:>12}  {'sealed' if s.sealed else 'open'}")
 
 
-def _write(store: Any, scope: str, stream: str, args: argparse.Namespace) -> None:
+def _write(store: Store, scope: str, stream: str, args: argparse.Namespace) -> None:
     if args.line_sequence and not args.writer_id:
         raise errors.InvalidConfigurationError("--line-sequence needs --writer-id")
     n = 0
@@ -133,7 +134,7 @@ def _write(store: Any, scope: str, stream: str, args: argparse.Namespace) -> Non
           file=sys.stderr)
 
 
-def _open_waiting(args: argparse.Namespace) -> Any:
+def _open_waiting(args: argparse.Namespace) -> Store:
     """Open the store, waiting up to --wait-lock seconds while another process holds it."""
     deadline = time.monotonic() + max(0.0, args.wait_lock)
     while True:
@@ -154,7 +155,7 @@ def _print_events(r: Any, args: argparse.Namespace) -> None:
     out.flush()
 
 
-def _read(store: Any, scope: str, stream: str, args: argparse.Namespace) -> None:
+def _read(store: Store, scope: str, stream: str, args: argparse.Namespace) -> None:
     with store.create_reader(scope, stream, start=args.start, end=args.end) as r:
         _print_events(r, args)
         if args.show_cut:

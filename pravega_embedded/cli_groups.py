@@ -21,6 +21,7 @@ from typing import Any, Callable
 
 from . import errors
 from .readergroup import ReaderGroupConfig
+from .store import Store
 from .streamcut import StreamCut
 
 __all__ = ["add_parser", "run"]
@@ -80,7 +81,7 @@ def _cuts(cuts: Any) -> dict[str, str]:
     return {f"{c.scope}/{c.stream}": c.to_text() for c in items}
 
 
-def _describe(store: Any, name: str) -> dict[str, Any]:
+def _describe(store: Store, name: str) -> dict[str, Any]:
     g = store.get_reader_group(name)
     config = g.config
     dist = g.segment_distribution()
@@ -103,7 +104,7 @@ def _describe(store: Any, name: str) -> dict[str, Any]:
     }
 
 
-def _info(store: Any, name: str, as_json: bool) -> None:
+def _info(store: Store, name: str, as_json: bool) -> None:
     d = _describe(store, name)
     if as_json:
         _out(json.dumps(d))
@@ -135,7 +136,7 @@ def _info(store: Any, name: str, as_json: bool) -> None:
     _out(f"  outstanding checkpoints: {', '.join(d['outstanding_checkpoints']) or '-'}")
 
 
-def _create(store: Any, args: argparse.Namespace) -> None:
+def _create(store: Store, args: argparse.Namespace) -> None:
     if args.checkpoint_interval < 0:
         raise errors.InvalidConfigurationError(
             f"--checkpoint-interval must be >= 0 seconds, got {args.checkpoint_interval:g}")
@@ -151,7 +152,7 @@ def _fail(message: str) -> int:
     return 1
 
 
-def _checkpoint(store: Any, args: argparse.Namespace) -> int:
+def _checkpoint(store: Store, args: argparse.Namespace) -> int:
     g = store.get_reader_group(args.name)
     timeout = max(0.0, args.timeout)
     future = g.initiate_checkpoint(args.checkpoint)
@@ -175,7 +176,7 @@ def _checkpoint(store: Any, args: argparse.Namespace) -> int:
     return 0
 
 
-def _reset(store: Any, args: argparse.Namespace) -> int:
+def _reset(store: Store, args: argparse.Namespace) -> int:
     g = store.get_reader_group(args.name)
     if args.to_checkpoint:
         last = g.last_checkpoint()
@@ -190,7 +191,7 @@ def _reset(store: Any, args: argparse.Namespace) -> int:
     return 0
 
 
-def run(store: Any, args: argparse.Namespace) -> int:
+def run(store: Store, args: argparse.Namespace) -> int:
     """Run ``reader-group <args.group_cmd>`` on the open store; returns the exit code (errors
     of the store propagate, for the CLI to report)."""
     cmd = args.group_cmd

@@ -22,6 +22,7 @@ from typing import Any, Callable
 
 from . import errors
 from .config import RetentionPolicy, ScalingPolicy, StreamConfiguration
+from .store import Store
 from .streamcut import format_segment_id, segment_id
 
 __all__ = ["COMMANDS", "add_parser", "run"]
@@ -102,7 +103,7 @@ def _note(line: str) -> None:
     print(line, file=sys.stderr)
 
 
-def _history(store: Any, scope: str, stream: str, args: argparse.Namespace) -> int:
+def _history(store: Store, scope: str, stream: str, args: argparse.Namespace) -> int:
     info = store.stream_info(scope, stream)
     if args.svg is None:
         _out(info.history_text(width=72 if args.width is None else args.width))
@@ -129,7 +130,7 @@ def _snap(ranges: list[tuple[float, float]], bounds: set[float]) -> list[tuple[f
     return [(snap(lo), snap(hi)) for lo, hi in ranges]
 
 
-def _scale(store: Any, scope: str, stream: str, args: argparse.Namespace) -> int:
+def _scale(store: Store, scope: str, stream: str, args: argparse.Namespace) -> int:
     info = store.stream_info(scope, stream)
     current = {s.segment_id: s for s in info.current_segments}
     every = {s.segment_id: s for s in info.segments}
@@ -206,7 +207,7 @@ def _describe_retention(p: RetentionPolicy) -> str:
     return f"by_{'time' if p.kind == 'time' else 'size'}({low})"
 
 
-def _update(store: Any, scope: str, stream: str, args: argparse.Namespace) -> int:
+def _update(store: Store, scope: str, stream: str, args: argparse.Namespace) -> int:
     retention_options = (args.retention_none or args.retention_consumption
                          or args.retention_days is not None or args.retention_bytes is not None)
     scaling_options = any(x is not None for x in (args.fixed, args.event_rate, args.data_rate,
@@ -224,7 +225,7 @@ def _update(store: Any, scope: str, stream: str, args: argparse.Namespace) -> in
     return 0
 
 
-def run(store: Any, args: argparse.Namespace) -> int:
+def run(store: Store, args: argparse.Namespace) -> int:
     """Run ``args.cmd`` (one of :data:`COMMANDS`) on the open store; returns the exit code
     (errors of the store propagate, for the CLI to report)."""
     scope, stream = args.stream
