@@ -26,6 +26,8 @@ Invariants:
      that finds it expired. Ended transactions are remembered (so a stale commit or abort is
      refused with their status) for 24 hours, at most 100,000 of them; after that their id is
      unknown (TxnNotFoundError), which refuses a stale operation just the same.
+  6. Once the store's close has staged the pending events (stage_pending), no write is
+     accepted (StoreClosedError): a write that returned is staged and durable at the close.
 
 Thread-safety: every public method may be called from any thread.
 """
@@ -45,6 +47,7 @@ from .errors import (
     InvalidConfigurationError,
     SerializationError,
     StreamNotFoundError,
+    StoreClosedError,
     StreamSealedError,
     TxnFailedError,
     TxnNotFoundError,
@@ -133,6 +136,7 @@ class Transactions:
     def __init__(self, engine: "Engine", staged: dict[int, Segment], committed: list[uuid.UUID]) -> None:
         self.engine = engine
         self._lock = threading.Lock()
+        self._closing = False  # invariant 6: set by stage_pending, read under a state's lock
         self._txns: dict[uuid.UUID, _TxnState] = {}
         meta = engine.meta
         done = set(committed)
@@ -249,6 +253,9 @@ class Transactions:
                 self._check_open(state, "write to")
             if self.engine.latch.failed:
                 raise self.engine.latch.fresh()  # fail-stop: nothing more is acknowledged
+            if self._closing:
+                raise StoreClosedError(f"store {self.engine.path} is closing: transaction "
+                                       f"{state.id} takes no more events (invariant 6)")
             if state.st.sealed:
                 raise StreamSealedError(f"stream {state.st.key} is sealed")
             if key is not None and (type(key) is not str or key not in state.keys):
@@ -537,12 +544,14 @@ class Transactions:
     def stage_pending(self) -> None:
         """Append every open transaction's pending events to its staging segments (the store
         is closing: its last checkpoint makes them durable, so a transaction resumed after the
-        reopen holds everything written to it)."""
+        reopen holds everything written to it). Later writes raise (invariant 6); a write in
+        progress finishes first (it holds the transaction's lock), so every state is visited."""
         with self._lock:
-            states = [s for s in self._txns.values() if s.status == TxnStatus.OPEN and s.pending]
+            self._closing = True
+            states = [s for s in self._txns.values() if s.status == TxnStatus.OPEN]
         for state in states:
             with state.lock:
-                if state.status == TxnStatus.OPEN and not state.st.deleted:
+                if state.status == TxnStatus.OPEN and state.pending and not state.st.deleted:
                     self._drain(state)
 
     def open_count(self, st: Any) -> int:
