@@ -73,6 +73,7 @@ CLEAR_TIMEOUT = 60.0
 INJECT_TIMEOUT = 30.0
 EXIT_TIMEOUT = 30.0
 _POLL = 0.005
+FIRED = "Triggered fault condition"  # LazyFS's log line when a fault fires (it then exits)
 
 
 class LazyFSError(RuntimeError):
@@ -433,8 +434,8 @@ class LazyFS:
             text = new()
             if bad in text:
                 raise LazyFSError(f"LazyFS rejected {line!r}:\n{text}")
-            if ok in text:
-                return
+            if ok in text or FIRED in text:
+                return  # accepted (a fault may fire before LazyFS logs that it was configured)
             if not self.alive():
                 raise LazyFSError(f"LazyFS exited before accepting {line!r}:\n{text}")
             if time.monotonic() > deadline:
@@ -472,7 +473,7 @@ class LazyFS:
     def fault_fired(self) -> bool:
         """Whether this mount's LazyFS logged that a fault condition triggered."""
         text = self.log_text()
-        return "Triggered fault condition" in text or "Killing LazyFS" in text
+        return FIRED in text or "Killing LazyFS" in text
 
 
 def kill_process(proc: subprocess.Popen[bytes]) -> None:
