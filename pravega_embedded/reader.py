@@ -11,12 +11,16 @@ Invariants:
   3. A waiting reader sleeps on the stream's condition (woken by appends, seal, delete) or in
      the journal's acknowledgement wait; it never polls.
 
-Thread-safety: a reader is used by one thread at a time; ``close()`` from any thread. Slices are
+Thread-safety: a reader is used by one thread at a time; ``close()`` from any thread. The
+reading thread takes buffered events with a lock-free ``next()``; installing a chunk, taking the
+unreturned rest (close, position) and close itself hold the reader's ``_chunk_lock``, and close
+empties the chunk's own iterator, so an event is either returned or before position(). Slices are
 read-only snapshots and may be iterated from several threads (each iteration is independent).
 """
 
 from __future__ import annotations
 
+import threading
 import time
 from typing import TYPE_CHECKING, Any, Iterator
 
@@ -81,6 +85,7 @@ class EventStreamReader:
         self._it: Iterator[EventRead] = iter(())
         self._rr = 0
         self._closed = False
+        self._chunk_lock = threading.Lock()  # installing / taking the buffered chunk, close
         self._window: TimeWindow | None = None
 
     def _adopt(self) -> None:
@@ -202,10 +207,16 @@ class EventStreamReader:
                     raise
                 evs = events_from(data, pos, seg.segment_id, st.names, self._ser, self._frames,
                                   f"read of {seg.name}")
-                self._pos[sid] = stop
-                self._rr = (self._rr + k + 1) % n
-                self._it = iter(evs)
-                return next(self._it)
+                with self._chunk_lock:
+                    if self._closed:
+                        raise ReaderClosedError(f"reader of {st.key} is closed")
+                    self._pos[sid] = stop
+                    self._rr = (self._rr + k + 1) % n
+                    self._it = it = iter(evs)
+                ev = next(it, None)
+                if ev is None:  # a close() took the chunk before this thread's first next()
+                    raise ReaderClosedError(f"reader of {st.key} is closed")
+                return ev
             if progressed:
                 continue
             if done:
@@ -237,8 +248,12 @@ class EventStreamReader:
 
     def _returned(self) -> dict[int, int]:
         """Per segment, the offset just after the last event returned (a full map)."""
-        pending = list(self._it)
-        self._it = iter(pending)
+        with self._chunk_lock:
+            pending = list(self._it)  # atomic under the GIL: the events not yet returned
+            self._it = iter(pending)
+            return self._before(pending)
+
+    def _before(self, pending: list[EventRead]) -> dict[int, int]:
         pos = dict(self._pos)
         for ev in pending:  # events fetched but not yet returned
             pos[ev.segment_id] = min(pos[ev.segment_id], ev.offset)
@@ -266,13 +281,16 @@ class EventStreamReader:
 
     def close(self) -> None:
         """Idempotent; wakes a read blocked in another thread (it raises ReaderClosedError)."""
-        if not self._closed:
+        with self._chunk_lock:
+            if self._closed:
+                return
             self._closed = True
-            # events fetched but not returned are not handed out after close; position() stays
-            # just after the last event returned
-            self._pos = self._returned()
+            # events fetched but not returned are not handed out after close: list() empties
+            # the very iterator the reading thread takes from, so its next next() finds nothing
+            # and raises ReaderClosedError; position() stays just after the last event returned
+            self._pos = self._before(list(self._it))
             self._it = iter(())
-            self._st.notify()
+        self._st.notify()
 
     @property
     def closed(self) -> bool:
