@@ -535,7 +535,8 @@ def summary(run: Run) -> str:
         f"(finished after reopen {s['txns-finished-after-reopen']}) "
         f"scalings={s['scalings']} truncations={s['truncations']} reopens={s['reopens']} "
         f"checkpoints={s['checkpoints']} snapshots={s['snapshots']} "
-        f"dups-dropped={s['duplicates-dropped']} truncated-errors="
+        f"dups-dropped={s['duplicates-dropped']} reader-resumes={s['reader-resumed-at-position']} "
+        f"(truncated under them {s['reader-resume-position-truncated']}) truncated-errors="
         f"{s['reader-truncated-errors'] + s['group-reader-truncated-errors']} "
         f"closed-errors={dict(sorted(closed.items()))} failures={run.nfailures}"
     )

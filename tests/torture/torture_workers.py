@@ -410,6 +410,21 @@ def expand(cut: pe.StreamCut, segs: dict[int, pe.SegmentInfo]) -> dict[int, int]
     return pos
 
 
+def at_least(cut: pe.StreamCut, info: pe.StreamInfo) -> pe.StreamCut:
+    """The cut moved forward to the stream's head in every segment where it is behind it (the
+    frontier of the per-segment maximum, as docs/streamcuts.md defines cuts across scalings)."""
+    segs = {s.segment_id: s for s in info.segments}
+    a, h = expand(cut, segs), expand(info.head, segs)
+    full = {sid: max(a.get(sid, 0), h.get(sid, 0)) for sid in segs}
+    done = {sid: s.sealed and full[sid] >= s.length for sid, s in segs.items()}
+    reached: dict[int, bool] = {}
+    for sid in sorted(segs):  # ascending id is a topological order
+        reached[sid] = all(reached.get(p, True) and done.get(p, True) for p in segs[sid].predecessors)
+    named = {sid: full[sid] for sid in sorted(segs) if reached[sid] and not (
+        done[sid] and segs[sid].successors and all(reached.get(t, False) for t in segs[sid].successors))}
+    return pe.StreamCut.of(SCOPE, STREAM, named)
+
+
 def cut_le(a: pe.StreamCut, b: pe.StreamCut, segs: dict[int, pe.SegmentInfo]) -> bool:
     pa, pb = expand(a, segs), expand(b, segs)
     return all(pa.get(s, 0) <= pb.get(s, 0) for s in segs)
@@ -677,8 +692,11 @@ class StandaloneReader(ReaderWorker):
                 r = store.create_reader(SCOPE, STREAM, start=self.resume)
                 run.count("reader-resumed-at-position")
             except errors.TruncatedDataError:
+                # truncation overtook the saved position in some segment: go on from the head
+                # there and from the saved position everywhere else, as an application does (a
+                # reader from the stream's head would return the events after the head again)
                 run.count("reader-resume-position-truncated")
-                r = store.create_reader(SCOPE, STREAM)
+                r = self.resume_past_head(store)
             except Exception as exc:
                 info = store.stream_info(SCOPE, STREAM)
                 named = self.resume.as_dict()
@@ -725,6 +743,17 @@ class StandaloneReader(ReaderWorker):
         except errors.ClosedError:
             self.resume = r.position()
             raise
+
+
+    def resume_past_head(self, store: pe.Store) -> pe.EventStreamReader:
+        assert self.resume is not None
+        for _ in range(20):  # a truncation may land between stream_info and create_reader
+            cut = at_least(self.resume, store.stream_info(SCOPE, STREAM))
+            try:
+                return store.create_reader(SCOPE, STREAM, start=cut)
+            except errors.TruncatedDataError:
+                continue
+        raise AssertionError(f"{self.name}: could not resume past the head 20 times in a row")
 
 
 class GroupReaderWorker(ReaderWorker):
