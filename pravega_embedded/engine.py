@@ -16,6 +16,10 @@ Invariants:
      its ``visible_at`` (fsync: fdatasynced).
   5. Nothing is written to disk at open before the whole store checked out: metadata
      readable, journal valid from the applied position, no missing file with live data.
+  6. Once ``closing`` is set (the first step of the store's close) no writer or reader is
+     admitted: ``admit_writer`` refuses under ``lock``, and ``admit_reader`` registers first and
+     then looks, so a reader either is in the set the close takes afterwards or closes itself;
+     none reads on with progress the close never records.
 
 Thread-safety: all methods are thread-safe. Lock order: ``lock`` (topology, re-entrant), then a
 transaction's lock, then ``checkpoints.lock``, then ``append_lock``, then ``index.lock``.
@@ -74,6 +78,7 @@ class Engine:
         self.path = path
         self.durability = durability
         self.closed = True
+        self.closing = False  # invariant 6
         self.latch = FailStop(path)
         self.lock = threading.RLock()
         self.append_lock = threading.Lock()
@@ -182,6 +187,21 @@ class Engine:
         if self.closed:
             raise StoreClosedError(f"store {self.path} is closed")
         self.latch.check()
+
+    def admit_writer(self) -> None:
+        """Called under ``lock`` before a writer is registered: StoreClosedError once the
+        store's close has begun (invariant 6)."""
+        self.check_open()
+        if self.closing:
+            raise StoreClosedError(f"store {self.path} is closing")
+
+    def admit_reader(self, reader: Any) -> None:
+        """Register a reader for the store's close; once the close has begun, close it and
+        raise StoreClosedError (invariant 6)."""
+        self.readers.add(reader)
+        if self.closing or self.closed:
+            reader.close()
+            raise StoreClosedError(f"store {self.path} is closing")
 
     def stream(self, scope: str, stream: str, kind: str | None = None) -> StreamState:
         """The stream's state; with ``kind``, StreamKindError unless it is that kind."""

@@ -451,6 +451,7 @@ class Store:
         e = self._engine
         with e.lock:
             st = e.stream(scope, stream, "events")
+            e.admit_writer()
             if st.sealed:
                 raise StreamSealedError(f"stream {st.key} is sealed")
             if any(w.writer_id == writer_id for w in st.writers):
@@ -513,7 +514,7 @@ class Store:
         start_pos = resolve_cut(e, st, start, "create_reader start")
         end_pos = resolve_cut(e, st, end, "create_reader end")
         r = EventStreamReader(e, st, start_pos, end_pos, serializer)
-        e.readers.add(r)
+        e.admit_reader(r)
         return r
 
     def read_slice(self, scope: str, stream: str, start: StreamCut | None = None,
@@ -591,12 +592,15 @@ class Store:
             return
         reported = e.latch.reported
         errors: list[BaseException] = []
-        for w in list(e.writers):
+        with e.lock:  # engine invariant 6: no writer or reader is admitted from here on
+            e.closing = True
+            writers = list(e.writers)
+        for w in writers:
             self._attempt(errors, w.close)
         if not e.latch.tripped:
             self._attempt(errors, e.txns.stage_pending)  # open transactions keep what was written
-        for r in list(e.readers):
-            r.close()
+        for r in list(e.readers):  # each records its position (a group reader's in the group)
+            self._attempt(errors, r.close)
         self._bg.stop()
         if not e.latch.tripped:
             self._attempt(errors, e.checkpoint)

@@ -246,7 +246,7 @@ class ReaderGroup:
             r = GroupReader(self._engine, gs, reader_id, serializer)
             r._join()
             gs.readers[reader_id] = r
-            self._engine.readers.add(r)
+            self._engine.admit_reader(r)  # closes it again if the store's close has begun
         return r
 
     def reader_offline(self, reader_id: str, position: Position | None = None) -> None:

@@ -146,3 +146,61 @@ def test_a_reader_closed_from_another_thread_resumes_exactly_after_what_it_retur
                     f"{rest[:1]} (a duplicate or a gap at the close)"
         finally:
             sys.setswitchinterval(old)
+
+
+def test_a_group_reader_created_while_the_store_closes_never_has_its_events_read_again(
+        store_path, monkeypatch):
+    """A reader created after store.close() took its list of readers to close (found by the
+    torture run): it read and returned events, close never recorded its position in the group,
+    and after the reopen the group returned those events again. Now the close refuses readers
+    and writers from its first step on, so whatever a late reader returned stays read."""
+    events = [b"g%04d" % i for i in range(400)]
+    store = pe.open(store_path)
+    store.create_scope("sc")
+    store.create_stream("sc", "st", pe.StreamConfiguration(scaling=pe.ScalingPolicy.fixed(1)))
+    with store.create_writer("sc", "st", writer_id="w") as w:
+        w.write_events(events, routing_key="k")
+    store.create_reader_group("g", [("sc", "st")])
+    bg = store._bg
+    real_stop, stopping, release = bg.stop, threading.Event(), threading.Event()
+
+    def slow_stop(*args, **kwargs):  # the close is past its readers, still open for reads
+        stopping.set()
+        release.wait(10)
+        return real_stop(*args, **kwargs)
+
+    monkeypatch.setattr(bg, "stop", slow_stop)
+    closer = threading.Thread(target=store.close)
+    closer.start()
+    assert stopping.wait(10)
+    late: list[bytes] = []
+    r = None
+    try:  # the application reads on until it is told the store closed (it is not closed)
+        r = store.get_reader_group("g").create_reader("late")
+        for ev in iter(lambda: r.read_next_event(timeout=0), None):
+            if not ev.is_checkpoint:
+                late.append(ev.event)
+    except errors.StoreClosedError:
+        pass
+    admitted = []
+    for what, call in (("a writer", lambda: store.create_writer("sc", "st", writer_id="w2")),
+                       ("a reader", lambda: store.create_reader("sc", "st"))):
+        try:
+            call()
+            admitted.append(what)
+        except errors.StoreClosedError:
+            pass
+    release.set()
+    closer.join(10)
+    assert not closer.is_alive()
+    if r is not None:
+        with pytest.raises(errors.ClosedError):
+            r.read_next_event(timeout=0)
+        r.close()
+    with pe.open(store_path) as again:
+        with again.get_reader_group("g").create_reader("late") as r:  # resumes where it was
+            rest = [ev.event for ev in iter(lambda: r.read_next_event(timeout=0), None)
+                    if not ev.is_checkpoint]
+    assert late + rest == events, f"{len(late)} read during the close, then {len(rest)} " \
+        f"after the reopen starting at {rest[:1]}"
+    assert admitted == [], f"{admitted} created while the store was closing"
