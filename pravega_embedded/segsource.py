@@ -42,6 +42,7 @@ from .topology import check_cut
 if TYPE_CHECKING:
     from .engine import Engine
     from .segment import Segment
+    from .serializers import Serializer
     from .stream import StreamState
 
 __all__ = ["SegmentSource", "events_from", "deadline_of", "resolve_cut"]
@@ -51,7 +52,7 @@ _FRAME_HEAD = struct.Struct("<IH")  # payload length, key length (frames.c)
 _FH = FRAME_HEADER_SIZE
 
 
-def events_from(data: Any, base: int, sid: int, names: tuple[str, str], ser: Any,
+def events_from(data: Any, base: int, sid: int, names: tuple[str, str], ser: "Serializer | None",
                 frames: FrameParser, what: str) -> list[EventRead]:
     """All events in ``data`` (complete frames; the first at segment offset ``base``)."""
     out: list[EventRead] = []

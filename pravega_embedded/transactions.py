@@ -90,7 +90,7 @@ class TxnStatus(str, enum.Enum):
 _DURABLE_STATUS = (TxnStatus.OPEN, TxnStatus.COMMITTED, TxnStatus.ABORTED)
 
 
-def _lease(lease: Any) -> float:
+def _lease(lease: object) -> float:
     if lease is None:
         return DEFAULT_LEASE
     if isinstance(lease, bool) or not isinstance(lease, (int, float)) or not 0 < lease <= MAX_LEASE:
@@ -101,7 +101,7 @@ def _lease(lease: Any) -> float:
 class _TxnState:
     """One transaction's shared state (every Transaction handle of the id points here)."""
 
-    def __init__(self, txn_id: uuid.UUID, st: Any, writer_id: str, status: TxnStatus, lease: float,
+    def __init__(self, txn_id: uuid.UUID, st: "StreamState", writer_id: str, status: TxnStatus, lease: float,
                  deadline_ns: int, created_ns: int, staged: dict[int, Segment]) -> None:
         self.id = txn_id
         self.st = st
@@ -179,7 +179,7 @@ class Transactions:
             engine.segments.pop(uid, None)
 
     # ------------------------------------------------------------------ registry
-    def begin(self, st: Any, writer_id: str, lease: Any) -> _TxnState:
+    def begin(self, st: "StreamState", writer_id: str, lease: object) -> _TxnState:
         lease = _lease(lease)
         now = time.time_ns()
         state = _TxnState(uuid.uuid4(), st, writer_id, TxnStatus.OPEN, lease,
@@ -216,7 +216,7 @@ class Transactions:
             out.append(seg)
         return out
 
-    def get(self, st: Any, txn_id: Any) -> _TxnState:
+    def get(self, st: "StreamState", txn_id: object) -> _TxnState:
         try:
             tid = txn_id if isinstance(txn_id, uuid.UUID) else uuid.UUID(str(txn_id))
         except ValueError:
@@ -349,7 +349,7 @@ class Transactions:
                     self._abort(state)
         return state.status
 
-    def ping(self, state: _TxnState, lease: Any) -> None:
+    def ping(self, state: _TxnState, lease: object) -> None:
         with state.lock:
             self._check_open(state, "ping")
             if lease is not None:
@@ -424,7 +424,7 @@ class Transactions:
         state.staged = {}
         state.status = TxnStatus.COMMITTED
 
-    def _rebase(self, st: Any, pieces: list[tuple[int, Segment, list[tuple[int, int, int]]]]
+    def _rebase(self, st: "StreamState", pieces: list[tuple[int, Segment, list[tuple[int, int, int]]]]
                 ) -> list[tuple[int, Segment, list[tuple[int, int, int]]]]:
         """Copy the pieces whose parent was sealed by a scaling to the segments owning their
         keys now (invariant 4)."""
@@ -526,7 +526,7 @@ class Transactions:
                 for state in gone:
                     self._txns.pop(state.id, None)
 
-    def stream_deleted(self, st: Any) -> None:
+    def stream_deleted(self, st: "StreamState") -> None:
         """Abort the open transactions of a deleted stream and forget them all."""
         with self._lock:
             states = [s for s in self._txns.values() if s.st is st]
@@ -554,7 +554,7 @@ class Transactions:
                 if state.status == TxnStatus.OPEN and state.pending and not state.st.deleted:
                     self._drain(state)
 
-    def open_count(self, st: Any) -> int:
+    def open_count(self, st: "StreamState") -> int:
         with self._lock:
             return sum(1 for s in self._txns.values() if s.st is st and s.status == TxnStatus.OPEN)
 
