@@ -15,7 +15,10 @@ Invariants:
   4. A batch is drained within its writer's linger: a writer starting one wakes the linger
      thread unless it will wake by itself before the batch is due. The thread marks itself
      looking before it reads the writers and sets its wake time before it sleeps, so a batch
-     started while it looks wakes the sleep that follows.
+     started while it looks wakes the sleep that follows. Woken for a batch that a flush took
+     meanwhile, it sleeps ``ARMED_S`` on a timer instead of until the next batch, so a writer
+     that flushes all the time does not wake it (and take the GIL) once per flush; a batch due
+     before that timer still wakes it.
 
 Thread-safety: ``failures`` and ``wake_linger`` from any thread; ``start``/``stop`` by the
 store's open and close.
@@ -38,6 +41,7 @@ if TYPE_CHECKING:
 __all__ = ["Background", "BackgroundFailure", "StoreStatus"]
 
 _KEEP = 32
+ARMED_S = 0.001  # how long the linger thread stays awake-by-timer after a wake that found nothing
 
 
 @dataclass(frozen=True, slots=True)
@@ -144,6 +148,7 @@ class Background:
         wake = self._linger_wake
         engine = self._engine
         engine.latch.quiet()
+        woken = False
         while not self._stop.is_set():
             self._linger_until = float("inf")  # looking: a batch started now wakes the next wait
             now = time.monotonic()
@@ -152,10 +157,17 @@ class Background:
                 due = w.tick(now)
                 if due is not None and (nxt is None or due < nxt):
                     nxt = due
+            if nxt is None and woken:
+                # a writer woke this thread and has flushed the batch itself meanwhile: look
+                # again after ARMED_S rather than at the next batch it starts, so a writer that
+                # flushes often does not wake this thread once per flush (invariant 4 holds: a
+                # batch due before then still wakes it)
+                nxt = time.monotonic() + ARMED_S
             timeout = None if nxt is None else max(0.0, nxt - time.monotonic())
             self._linger_until = float("inf") if nxt is None else nxt
+            woken = False
             if timeout is None or timeout > 0:
-                wake.wait(timeout)
+                woken = wake.wait(timeout)
             wake.clear()
 
     def _checkpoint_loop(self) -> None:

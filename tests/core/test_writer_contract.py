@@ -336,3 +336,35 @@ def test_bad_writer_options(pe_store):
         pe_store.create_writer("w", "missing")
     with pytest.raises(errors.ScopeNotFoundError):
         pe_store.create_writer("missing", "t")
+
+
+@pytest.mark.parametrize("linger", [0.0, 0.0005, 0.003])
+def test_a_batch_nobody_flushes_is_drained_by_its_linger_beside_a_writer_that_flushes_all_the_time(
+        pe_store, linger):
+    """The linger thread stays on a timer after a flush took the batch that woke it (so a writer
+    flushing all the time does not wake it once per flush); a batch another writer starts then
+    must still reach readers without any flush, whether due before or after that timer."""
+    import threading
+    _stream(pe_store, stream="busy")
+    _stream(pe_store, stream="lazy")
+    stop = threading.Event()
+
+    def flush_all_the_time() -> None:
+        with pe_store.create_writer("w", "busy", writer_id="flusher") as f:
+            while not stop.is_set():
+                f.write_event(b"f", "k")
+                f.flush()
+
+    t = threading.Thread(target=flush_all_the_time)
+    t.start()
+    try:
+        lazy = pe_store.create_writer("w", "lazy", writer_id="lazy", linger=linger)
+        with pe_store.create_reader("w", "lazy") as r:
+            for i in range(150):
+                lazy.write_event(b"l%d" % i, "k")  # never flushed: only the linger drains it
+                ev = r.read_next_event(timeout=30)
+                assert ev is not None and ev.event == b"l%d" % i, f"event {i} was not drained by its linger"
+    finally:
+        stop.set()
+        t.join()
+    lazy.close()
