@@ -31,7 +31,7 @@ import os
 import threading
 import time
 import weakref
-from typing import TYPE_CHECKING, Any, Callable
+from typing import TYPE_CHECKING, Any, Callable, Protocol
 
 from .checkpoint import Checkpointer
 from .config import StreamConfiguration
@@ -62,6 +62,12 @@ if TYPE_CHECKING:
 __all__ = ["Engine", "EngineOptions"]
 
 
+class Closable(Protocol):
+    """What the store's close needs of a reader (standalone or in a group)."""
+
+    def close(self) -> None: ...
+
+
 class EngineOptions:
     """Sizes and intervals of an engine (validated by ``Store``)."""
 
@@ -86,7 +92,7 @@ class Engine:
         self.segments: dict[int, Segment] = {}  # by uid, staging segments too
         self.staged: dict[int, Segment] = {}  # staging segments found at open (transactions)
         self.writers: set[Any] = set()  # open EventStreamWriters (the linger thread drains them)
-        self.readers: weakref.WeakSet[Any] = weakref.WeakSet()
+        self.readers: weakref.WeakSet[Closable] = weakref.WeakSet()
         self.wake_linger: Callable[[float], None] = lambda due: None
         self.subscribers: Callable[[str], list[dict[int, int] | None]] = lambda key: []
         self.on_scaled: Callable[[StreamState], None] = lambda st: None
@@ -195,7 +201,7 @@ class Engine:
         if self.closing:
             raise StoreClosedError(f"store {self.path} is closing")
 
-    def admit_reader(self, reader: Any) -> None:
+    def admit_reader(self, reader: Closable) -> None:
         """Register a reader for the store's close; once the close has begun, close it and
         raise StoreClosedError (invariant 6)."""
         self.readers.add(reader)

@@ -101,8 +101,8 @@ def _lease(lease: object) -> float:
 class _TxnState:
     """One transaction's shared state (every Transaction handle of the id points here)."""
 
-    def __init__(self, txn_id: uuid.UUID, st: "StreamState", writer_id: str, status: TxnStatus, lease: float,
-                 deadline_ns: int, created_ns: int, staged: dict[int, Segment]) -> None:
+    def __init__(self, txn_id: uuid.UUID, st: "StreamState", writer_id: str, status: TxnStatus,
+                 lease: float, deadline_ns: int, created_ns: int, staged: dict[int, Segment]) -> None:
         self.id = txn_id
         self.st = st
         self.writer_id = writer_id
