@@ -9,10 +9,12 @@ import random
 import threading
 import time
 from collections import Counter
+from types import SimpleNamespace
 from typing import Any
 
 import pravega_embedded as pe
 from pravega_embedded import errors
+from pravega_embedded.topology import frontier
 from torture_model import (
     BLOCK,
     GROUP,
@@ -411,18 +413,14 @@ def expand(cut: pe.StreamCut, segs: dict[int, pe.SegmentInfo]) -> dict[int, int]
 
 
 def at_least(cut: pe.StreamCut, info: pe.StreamInfo) -> pe.StreamCut:
-    """The cut moved forward to the stream's head in every segment where it is behind it (the
-    frontier of the per-segment maximum, as docs/streamcuts.md defines cuts across scalings)."""
+    """The cut moved forward to the stream's head in every segment where it is behind it: the
+    store's own frontier of the per-segment maximum (docs/streamcuts.md, cuts across scalings)."""
     segs = {s.segment_id: s for s in info.segments}
     a, h = expand(cut, segs), expand(info.head, segs)
     full = {sid: max(a.get(sid, 0), h.get(sid, 0)) for sid in segs}
-    done = {sid: s.sealed and full[sid] >= s.length for sid, s in segs.items()}
-    reached: dict[int, bool] = {}
-    for sid in sorted(segs):  # ascending id is a topological order
-        reached[sid] = all(reached.get(p, True) and done.get(p, True) for p in segs[sid].predecessors)
-    named = {sid: full[sid] for sid in sorted(segs) if reached[sid] and not (
-        done[sid] and segs[sid].successors and all(reached.get(t, False) for t in segs[sid].successors))}
-    return pe.StreamCut.of(SCOPE, STREAM, named)
+    shapes = {sid: SimpleNamespace(sealed=s.sealed, length=s.length, preds=s.predecessors,
+                                   succs=s.successors) for sid, s in segs.items()}
+    return pe.StreamCut.of(SCOPE, STREAM, frontier(shapes, full))
 
 
 def cut_le(a: pe.StreamCut, b: pe.StreamCut, segs: dict[int, pe.SegmentInfo]) -> bool:
@@ -743,7 +741,6 @@ class StandaloneReader(ReaderWorker):
         except errors.ClosedError:
             self.resume = r.position()
             raise
-
 
     def resume_past_head(self, store: pe.Store) -> pe.EventStreamReader:
         assert self.resume is not None
