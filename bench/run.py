@@ -183,15 +183,40 @@ def ack_latency(store: pe.Store, samples: int, background: bool) -> tuple[float,
     return lat[len(lat) // 2], lat[int(len(lat) * 0.99)]
 
 
-def raw_ack_latency(path: Path, samples: int) -> tuple[float, float]:
+def raw_ack_latency(path: Path, samples: int, background: bool = False) -> tuple[float, float]:
+    """Raw write+fdatasync of one framed event per sample. With ``background``, beside a raw
+    busy writer that does the work ``ack_latency``'s busy writer asks of the store: every
+    ~0.5 ms it frames 100 events of 100 B (this file's raw framing) and writes them to the same
+    file, so its bytes ride on the measured fdatasync as they ride on the store's group commit."""
     lat = []
+    stop = threading.Event()
+    lock = threading.Lock()  # keeps the two threads' frames whole in the file
     with open(path, "wb") as f:
+
+        def noise() -> None:
+            key, ev, pack = b"noise", b"n" * 100, FRAME.pack
+            while not stop.is_set():
+                parts: list[bytes] = []
+                for e in [ev] * 100:
+                    parts += (pack(len(e), len(key)), key, e)
+                buf = b"".join(parts)
+                with lock:
+                    f.write(buf)
+                time.sleep(0.0005)
+
+        t_noise = threading.Thread(target=noise, daemon=True)
+        if background:
+            t_noise.start()
         for _ in range(samples):
             t = time.perf_counter()
-            f.write(FRAME.pack(100, 1) + b"k" + b"a" * 100)
-            f.flush()
+            with lock:
+                f.write(FRAME.pack(100, 1) + b"k" + b"a" * 100)
+                f.flush()
             os.fdatasync(f.fileno())
             lat.append(time.perf_counter() - t)
+        stop.set()
+        if background:
+            t_noise.join()
     lat.sort()
     return lat[len(lat) // 2], lat[int(len(lat) * 0.99)]
 
@@ -405,12 +430,15 @@ def main() -> int:
     p50, p99 = ack_latency(store, samples, background=False)
     b50, b99 = ack_latency(store, samples, background=True)
     r50, r99 = raw_ack_latency(work / "raw-ack", samples)
+    rb50, rb99 = raw_ack_latency(work / "raw-ack-busy", samples, background=True)
     results["ack_latency_ms"] = {"p50": p50 * 1e3, "p99": p99 * 1e3, "busy_p50": b50 * 1e3,
-                                 "busy_p99": b99 * 1e3, "raw_p50": r50 * 1e3, "raw_p99": r99 * 1e3}
+                                 "busy_p99": b99 * 1e3, "raw_p50": r50 * 1e3, "raw_p99": r99 * 1e3,
+                                 "raw_busy_p50": rb50 * 1e3, "raw_busy_p99": rb99 * 1e3}
     say("DURABLE-ACK LATENCY (write_event of 100 B + flush(), round trip)")
     say(f"   alone: p50 {p50 * 1e3:.3f} ms  p99 {p99 * 1e3:.3f} ms   | with a busy writer beside it: "
-        f"p50 {b50 * 1e3:.3f} ms  p99 {b99 * 1e3:.3f} ms   | raw write+fdatasync: p50 {r50 * 1e3:.3f} ms"
-        f"  p99 {r99 * 1e3:.3f} ms")
+        f"p50 {b50 * 1e3:.3f} ms  p99 {b99 * 1e3:.3f} ms")
+    say(f"   raw write+fdatasync alone: p50 {r50 * 1e3:.3f} ms  p99 {r99 * 1e3:.3f} ms   | beside a raw "
+        f"busy writer: p50 {rb50 * 1e3:.3f} ms  p99 {rb99 * 1e3:.3f} ms")
     say()
     say("WRITE AMPLIFICATION (bytes per payload byte during each write test, before any tier-2 copy)")
     for name, a in amp.items():
@@ -430,7 +458,9 @@ def main() -> int:
         ("durable-ack p99 <= 5 ms (alone)", p99 <= 0.005, f"{p99 * 1e3:.3f} ms"),
         ("durable-ack p99 <= 5 ms (busy writer beside it)", b99 <= 0.005, f"{b99 * 1e3:.3f} ms"),
         ("durable-ack p99 <= 2x raw write+fdatasync p99 (alone)", p99 <= 2 * r99, f"{p99 / r99:.2f}x"),
-        ("durable-ack p99 <= 2x raw write+fdatasync p99 (busy writer beside it)", b99 <= 2 * r99,
+        ("durable-ack p99 beside a busy writer <= 2x raw p99 beside a raw busy writer", b99 <= 2 * rb99,
+         f"{b99 / rb99:.2f}x"),
+        ("durable-ack p99 beside a busy writer <= 2x raw p99 alone (the strict reading)", b99 <= 2 * r99,
          f"{b99 / r99:.2f}x"),
         ("catch-up read 100 B >= 1,000,000 events/s", writes["100/read"]["events_per_s"] >= 1e6,
          f"{writes['100/read']['events_per_s']:,.0f}"),
