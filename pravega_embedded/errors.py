@@ -312,6 +312,27 @@ def storage_error(err: int, what: str, *, path: str | None = None,
     return cls(err, f"{what}{where}: {text}" + (f"; {hint}" if hint else ""))
 
 
+
+_TIER2_HINT = ("tier 2 could not be reached or refused the request: check the URL, the network, "
+               "the credentials and free space there; the store keeps the data locally meanwhile")
+
+
+def tier2_error(exc: BaseException, what: str, *, url: str) -> StorageError:
+    """The StorageError for a failure ``exc`` of a tier-2 file system (fsspec, s3fs, the network)
+    in operation ``what`` on ``url``: the OS error number when the file system gave one (so
+    ENOSPC is a StorageFullError and EACCES a StoragePermissionError), EIO otherwise; the
+    message keeps the file system's own words."""
+    err = exc.errno if isinstance(exc, OSError) and isinstance(exc.errno, int) else 0
+    if not err:
+        if isinstance(exc, PermissionError):
+            err = _errno.EACCES
+        elif isinstance(exc, FileNotFoundError):
+            err = _errno.ENOENT
+    if err and err != _errno.EIO and err in _HINTS:
+        return storage_error(err, what, path=url)
+    text = str(exc) or type(exc).__name__
+    return StorageError(err or _errno.EIO, f"{what} ({url}): {type(exc).__name__}: {text}; {_TIER2_HINT}")
+
 class CorruptDataError(PravegaEmbeddedError, OSError):
     """Bytes on disk are damaged where valid data must be. The store does not repair them."""
 

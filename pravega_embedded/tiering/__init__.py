@@ -1,6 +1,9 @@
-"""Tiering of sealed and flushed segment data to an fsspec target as Parquet (a later issue).
+"""Tier 2: segment history tiered in the background to any fsspec target as Parquet (issue 13).
 
-It has no public names yet: nothing here is importable API until that issue lands.
+Built so far (the engine does not tier to them yet, so nothing here is public API):
+``layout`` (paths, schema, Parquet options), ``target`` (an fsspec root with complete-or-nothing
+puts), ``manifest`` (the versioned per-stream manifests) and ``parquetfile`` (a segment's data
+files, written and read back by offset range). docs/format.md, "Tier 2", has every byte.
 """
 
 __all__: list[str] = []

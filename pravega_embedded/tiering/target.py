@@ -1,0 +1,166 @@
+"""The tier-2 target: one fsspec file system and a root inside it, with complete-or-nothing puts.
+
+Owns: every call into fsspec for tier 2 (a local folder, ``memory://``, S3 through s3fs, any
+fsspec URL) and the translation of its failures into ``pravega_embedded.errors``.
+
+Invariants:
+  1. ``put`` publishes a file complete or not at all. On a local folder it writes a staged name
+     (``layout.stage_name``: no reader globs it), fsyncs it, renames it into place and fsyncs
+     the folder; elsewhere it is one ``pipe_file`` (a single PUT on S3). With ``exclusive``, an
+     existing file is not replaced (AlreadyExistsError instead): atomically on a local folder
+     (a hard link), by a look before the PUT elsewhere (one owner writes a tier-2 root).
+  2. Every path handed in is relative to the root and made of layout's names: no ``..``, no
+     leading ``/``; ``_rel`` refuses anything else, so nothing is read or written outside it.
+  3. A read never allocates more than its ``max_bytes``: the size is asked first.
+  4. Every failure of the file system reaches the caller as a StorageError (``errors.tier2_error``)
+     naming the operation and the URL; a missing file is None or [] where the method says so.
+
+Thread-safety: the methods hold no state of their own beyond the file system object; fsspec
+file systems are safe to share between threads.
+"""
+
+from __future__ import annotations
+
+import errno
+import os
+from collections.abc import Mapping
+
+import fsspec
+from fsspec.implementations.local import LocalFileSystem
+
+from ..errors import AlreadyExistsError, CorruptDataError, InvalidConfigurationError, tier2_error
+from .layout import stage_name
+
+__all__ = ["Tier2Target"]
+
+
+class Tier2Target:
+    """A tier-2 root: ``Tier2Target("./data/tier2")``, ``Tier2Target("s3://bucket/prefix",
+    {"client_kwargs": {...}})``."""
+
+    def __init__(self, url: str, storage_options: Mapping[str, object] | None = None) -> None:
+        if not isinstance(url, str) or not url:
+            raise InvalidConfigurationError(f"tier2 must be a non-empty URL or path, got {url!r}")
+        self.url = url.rstrip("/") or url
+        try:
+            self.fs, root = fsspec.core.url_to_fs(url, **dict(storage_options or {}))
+        except (ImportError, ValueError, TypeError) as exc:
+            raise InvalidConfigurationError(
+                f"tier2 {url!r} cannot be used: {exc}; for s3:// install the [s3] extra "
+                "(pip install 'pravega-embedded[s3]')") from exc
+        self.root = root.rstrip("/")
+        self.local = isinstance(self.fs, LocalFileSystem)
+        if self.local:
+            try:
+                os.makedirs(self.root, exist_ok=True)
+            except OSError as exc:
+                raise tier2_error(exc, "create the tier-2 folder", url=self.url) from exc
+
+    def __repr__(self) -> str:
+        return f"<Tier2Target {self.url!r}>"
+
+    # ------------------------------------------------------------------ paths
+    def _rel(self, rel: str) -> str:
+        """The file system path of ``rel`` (invariant 2)."""
+        parts = rel.split("/")
+        if not rel or rel.startswith("/") or any(p in ("", ".", "..") for p in parts):
+            raise InvalidConfigurationError(f"not a tier-2 relative path: {rel!r}")
+        return f"{self.root}/{rel}"
+
+    def where(self, rel: str) -> str:
+        """``rel`` as a URL for messages."""
+        return f"{self.url}/{rel}"
+
+    # ------------------------------------------------------------------ writing
+    def put(self, rel: str, data: bytes, *, exclusive: bool = False) -> None:
+        """Publish ``data`` at ``rel`` complete or not at all (invariant 1)."""
+        path = self._rel(rel)
+        try:
+            if self.local:
+                self._put_local(path, data, exclusive)
+            else:
+                if exclusive and self.fs.exists(path):
+                    raise FileExistsError(errno.EEXIST, "exists", path)
+                parent = path.rsplit("/", 1)[0]
+                self.fs.makedirs(parent, exist_ok=True)
+                self.fs.pipe_file(path, data)
+        except FileExistsError as exc:
+            raise AlreadyExistsError(f"tier-2 file {self.where(rel)} exists already") from exc
+        except Exception as exc:  # noqa: BLE001 - every file-system failure is translated here
+            raise tier2_error(exc, "write a tier-2 file", url=self.where(rel)) from exc
+
+    @staticmethod
+    def _put_local(path: str, data: bytes, exclusive: bool) -> None:
+        parent, final = os.path.split(path)
+        os.makedirs(parent, exist_ok=True)
+        tmp = os.path.join(parent, stage_name(final))
+        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o644)
+        try:
+            try:
+                view = memoryview(data)
+                while view:
+                    view = view[os.write(fd, view):]
+                os.fsync(fd)
+            finally:
+                os.close(fd)
+            if exclusive:
+                os.link(tmp, path)  # EEXIST instead of replacing
+                os.unlink(tmp)
+            else:
+                os.replace(tmp, path)
+        except BaseException:
+            try:
+                os.unlink(tmp)
+            except OSError:
+                pass
+            raise
+        dfd = os.open(parent, os.O_RDONLY | os.O_DIRECTORY)
+        try:
+            os.fsync(dfd)
+        finally:
+            os.close(dfd)
+
+    def delete(self, rel: str) -> None:
+        """Remove the file at ``rel``; a file already gone is not an error."""
+        path = self._rel(rel)
+        try:
+            self.fs.rm_file(path)
+        except FileNotFoundError:
+            return
+        except Exception as exc:  # noqa: BLE001
+            raise tier2_error(exc, "delete a tier-2 file", url=self.where(rel)) from exc
+
+    # ------------------------------------------------------------------ reading
+    def list(self, rel_dir: str) -> list[str]:
+        """The names (not paths) of the entries of folder ``rel_dir``; [] if it does not exist."""
+        path = self._rel(rel_dir)
+        try:
+            entries = self.fs.ls(path, detail=False)
+        except FileNotFoundError:
+            return []
+        except Exception as exc:  # noqa: BLE001
+            raise tier2_error(exc, "list a tier-2 folder", url=self.where(rel_dir)) from exc
+        return sorted(str(e).rstrip("/").rsplit("/", 1)[-1] for e in entries)
+
+    def read(self, rel: str, max_bytes: int) -> bytes | None:
+        """The bytes of the file at ``rel`` (None if it does not exist); CorruptDataError if it
+        is larger than ``max_bytes`` (invariant 3)."""
+        path = self._rel(rel)
+        try:
+            size = self.fs.size(path)
+            if size is None:
+                raise OSError(errno.EIO, "the file system gave no size")
+            if size > max_bytes:
+                raise CorruptDataError(f"tier-2 file {self.where(rel)} is {size:,} bytes, more than "
+                                       f"the {max_bytes:,} such a file may have: it is damaged or "
+                                       "not ours")
+            data = self.fs.cat_file(path)
+        except FileNotFoundError:
+            return None
+        except CorruptDataError:
+            raise
+        except Exception as exc:  # noqa: BLE001
+            raise tier2_error(exc, "read a tier-2 file", url=self.where(rel)) from exc
+        if len(data) > max_bytes:  # it grew between the two calls
+            raise CorruptDataError(f"tier-2 file {self.where(rel)} is larger than {max_bytes:,} bytes")
+        return bytes(data)
