@@ -23,12 +23,13 @@
  *       28     4  Reserved (0)
  *       32     .  n_bytes of data: event frames (layout in frames.c), or a BYTES record's bytes
  *
- * BYTES payload (type 2): one section (header + data); the data starts PE_BYTES_DATA_OFFSET (56)
- * bytes after the record's position.
+ * BYTES payload (type 2): u64 write time (ns since the Unix epoch), then one section (header +
+ * data); the data starts PE_BYTES_DATA_OFFSET (64) bytes after the record's position.
  *
- * Format 1 (files written before): sections have a 24-byte header (no CRC, no reserved field),
- * the BYTES payload header is 24 bytes, records never carry a durable lag, files end without a
- * ROLL record. Nothing is appended to a format-1 file: the journal starts a new file at its end.
+ * Format 2 (files written before): the BYTES payload has no write time (data at offset 56).
+ * Format 1: sections have a 24-byte header (no CRC, no reserved field), the BYTES payload header
+ * is 24 bytes, records never carry a durable lag, files end without a ROLL record. Nothing is
+ * appended to a file of an older format: the journal starts a new file at its end.
  *
  * BUILDING
  *
@@ -378,24 +379,27 @@ int pe_journal_append_record2(pe_journal *j, uint32_t type, const char *head, ui
 }
 
 int pe_journal_append_section(pe_journal *j, uint64_t segment_uid, uint64_t segment_offset,
-                              uint32_t n_events, const char *data, uint64_t len,
-                              uint64_t *out_pos, uint64_t *out_end)
+                              uint32_t n_events, uint64_t timestamp_ns, const char *data,
+                              uint64_t len, uint64_t *out_pos, uint64_t *out_end)
 {
     if (j == NULL || out_pos == NULL || out_end == NULL || (data == NULL && len > 0))
         return PE_ERR_INVAL;
-    if (len > PE_MAX_RECORD_PAYLOAD - PE_SECTION_HEADER_SIZE || len > UINT32_MAX)
+    if (len > PE_MAX_RECORD_PAYLOAD - (PE_BYTES_DATA_OFFSET - PE_RECORD_HEADER_SIZE) ||
+        len > UINT32_MAX)
         return PE_ERR_TOOBIG;
-    char hdr[PE_RECORD_HEADER_SIZE], sh[PE_SECTION_HEADER_SIZE];
+    char hdr[PE_RECORD_HEADER_SIZE], head[PE_BYTES_DATA_OFFSET - PE_RECORD_HEADER_SIZE];
+    char *sh = head + 8; /* the section header follows the write time, right before the data */
     uint32_t data_crc = crc(len ? data : "", (size_t)len);
-    pe__record_header(hdr, PE_RECORD_BYTES, PE_SECTION_HEADER_SIZE + len);
+    pe__record_header(hdr, PE_RECORD_BYTES, PE_BYTES_DATA_OFFSET - PE_RECORD_HEADER_SIZE + len);
+    st64(head, timestamp_ns);
     st64(sh, segment_uid);
     st64(sh + 8, segment_offset);
     st32(sh + 16, n_events);
     st32(sh + 20, (uint32_t)len);
     st32(sh + 24, data_crc);
     st32(sh + 28, 0);
-    uint32_t body_crc = crc_cat(crc(sh, sizeof sh), data_crc, len);
-    struct iovec iov[3] = {{hdr, sizeof hdr}, {sh, sizeof sh}, {(void *)data, (size_t)len}};
+    uint32_t body_crc = crc_cat(crc(head, sizeof head), data_crc, len);
+    struct iovec iov[3] = {{hdr, sizeof hdr}, {head, sizeof head}, {(void *)data, (size_t)len}};
     uint64_t pos = 0;
     uint64_t total = PE_BYTES_DATA_OFFSET + len;
     int rc = pe__journal_commit(j, iov, len > 0 ? 3 : 2, total, body_crc, &pos);
@@ -405,4 +409,3 @@ int pe_journal_append_section(pe_journal *j, uint64_t segment_uid, uint64_t segm
     *out_end = pos + total;
     return PE_OK;
 }
-

@@ -18,7 +18,7 @@
  *
  *   Offset  Size  Description
  *        0     8  Magic "PEJOURNL"
- *        8     4  Format version (2; files of version 1 are still read: append.c)
+ *        8     4  Format version (3; files of versions 1 and 2 are still read: append.c)
  *       12     4  Header size (32)
  *       16     8  Base: global journal position of the file's first byte
  *       24     4  Reserved (0)

@@ -43,14 +43,16 @@
 #define PE_ERR_TOOBIG -8
 
 /* Format constants (see journal.c / docs/format.md). Journal files of format 1 (sections with a
- * 24-byte header and no CRC of their own, no ROLL records, no durable marks) are still read. */
-#define PE_FORMAT_VERSION 2
+ * 24-byte header and no CRC of their own, no ROLL records, no durable marks) and of format 2
+ * (BYTES records without a write time: data at PE_BYTES_DATA_OFFSET_V2) are still read. */
+#define PE_FORMAT_VERSION 3
 #define PE_FILE_HEADER_SIZE 32
 #define PE_RECORD_HEADER_SIZE 24
 #define PE_EVENTS_HEADER_SIZE 30
 #define PE_SECTION_HEADER_SIZE 32
 #define PE_SECTION_HEADER_SIZE_V1 24
-#define PE_BYTES_DATA_OFFSET 56
+#define PE_BYTES_DATA_OFFSET 64
+#define PE_BYTES_DATA_OFFSET_V2 56
 #define PE_FRAME_HEADER_SIZE 6
 #define PE_NO_KEY 65535
 #define PE_MAX_KEY_LEN 4096
@@ -254,12 +256,13 @@ int pe_journal_append_record2(pe_journal *j, uint32_t type, const char *head, ui
                               const char *body, uint64_t body_len, uint64_t *out_pos,
                               uint64_t *out_end);
 
-/* Appends one BYTES record: a section header (segment_uid, segment_offset, n_events, len, the
- * CRC32C of data) and data[0..len), written from the caller's buffer (no copy). The data starts
- * PE_BYTES_DATA_OFFSET bytes after *out_pos. Errors as pe_journal_append_events. */
+/* Appends one BYTES record: the write time (timestamp_ns, ns since the Unix epoch), a section
+ * header (segment_uid, segment_offset, n_events, len, the CRC32C of data) and data[0..len),
+ * written from the caller's buffer (no copy). The data starts PE_BYTES_DATA_OFFSET bytes after
+ * *out_pos. Errors as pe_journal_append_events. */
 int pe_journal_append_section(pe_journal *j, uint64_t segment_uid, uint64_t segment_offset,
-                              uint32_t n_events, const char *data, uint64_t len,
-                              uint64_t *out_pos, uint64_t *out_end);
+                              uint32_t n_events, uint64_t timestamp_ns, const char *data,
+                              uint64_t len, uint64_t *out_pos, uint64_t *out_end);
 
 /* Waits until everything appended before global position `pos` is acknowledged under the
  * journal's mode (FSYNC: fdatasync completed; OS/NONE: written). timeout_ns < 0 waits without

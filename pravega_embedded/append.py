@@ -128,7 +128,8 @@ def try_append(engine: "Engine", st: "StreamState", wid: bytes, first: int, last
         size = head + total
     out = _new_uncleared("char[]", size)  # C writes every byte: no zero-fill pass
     outs = ffi.new("uint64_t[3]")
-    args = (wid, len(wid), first, last, time.time_ns(), sections, len(d.segs), d.groups, d.ngroups,
+    now = time.time_ns()
+    args = (wid, len(wid), first, last, now, sections, len(d.segs), d.groups, d.ngroups,
             d.keys, len(d.keys), ffi.from_buffer("uint32_t[]", lens))
     with engine.append_lock:
         if st.deleted:
@@ -151,7 +152,7 @@ def try_append(engine: "Engine", st: "StreamState", wid: bytes, first: int, last
             cached = [view[r : r + sections[si].n_bytes] for si, r in enumerate(rel)]
         entries = engine.index.append(
             [(seg, sections[si].n_bytes, sections[si].data_pos, cached[si], sections[si].n_events)
-             for si, seg in enumerate(d.segs)], size)
+             for si, seg in enumerate(d.segs)], size, now)
         if out_entries is not None:
             out_entries.extend(zip(d.segs, entries))
         if wid:

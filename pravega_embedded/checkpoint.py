@@ -69,7 +69,7 @@ class Checkpointer:
                 self._journal.make_durable(written, "checkpoint")
                 self._meta.checkpoint(
                     written, pending.lengths, writers,
-                    ((seg.uid, e.start, e.pos, e.nbytes, e.n_events) for seg, e in pending.entries),
+                    ((seg.uid, e.start, e.pos, e.nbytes, e.n_events, e.write_ns) for seg, e in pending.entries),
                     rows, extra,
                 )
             except BaseException:

@@ -9,7 +9,8 @@ payloads are parsed here, BYTES and MERGE payloads by ``records``.
 Invariants:
   1. Positions are global: a file named ``B`` holds positions [B, B + size); its first record
      is at B + 32. A file that is not the newest ends with a ROLL record whose end is the next
-     file's base (journal format 2; a format-1 file simply ends where the next one begins).
+     file's base (journal format 2 on; a format-1 file, and the last file of an older format
+     before an upgrade's first file, simply end where the next one begins).
   2. Recovery scans from the file holding the metadata's applied position. The position known
      durable, K, is the larger of that applied position and every durable mark (position - lag)
      carried by a valid record. Damage before K, damage in a file that is not the newest, a gap,
@@ -62,7 +63,7 @@ RECORD_HEADER_SIZE = lib.PE_RECORD_HEADER_SIZE
 SECTION_HEADER_SIZE = lib.PE_SECTION_HEADER_SIZE
 _FILE = re.compile(r"([0-9]{20})\.pej")
 _EVH = struct.Struct("<QQQIH")
-_SEC = {1: struct.Struct("<QQII"), 2: struct.Struct("<QQIIII")}
+_SEC = {1: struct.Struct("<QQII"), 2: struct.Struct("<QQIIII"), 3: struct.Struct("<QQIIII")}
 _SECTION = struct.Struct("<QQIIII")  # uid, offset, events, bytes, crc32c, reserved
 
 
@@ -300,9 +301,11 @@ class Journal:
     def _check_older(self, bases: list[int]) -> None:
         """Files recovery does not scan (wholly before the applied position; retention may have
         deleted any of them) must still be whole: a readable header and, from format 2 on, a
-        valid ROLL record as their last bytes (invariant 1), or a read of their data would fail
-        later instead of the open now."""
-        for base in bases[:-1]:
+        valid ROLL record as their last bytes (invariant 1) — or, for the last file of an older
+        format, an end exactly where the next file (of a newer format) starts: an upgrade goes
+        on in a new file without writing into the old one. Else a read of their data would
+        fail later instead of the open now."""
+        for base, nxt in zip(bases, bases[1:]):
             path = self.path(base)
             try:
                 size = os.path.getsize(path)
@@ -313,6 +316,9 @@ class Journal:
                             rolled = _roll_at_end(mm, base, size) is not None
                     else:
                         rolled = version < 2
+                if not rolled and status == lib.PE_OK and base + size == nxt:
+                    with open(self.path(nxt), "rb") as f:
+                        rolled = version < _header(f.read(FILE_HEADER_SIZE), nxt)[1]
             except OSError as exc:
                 raise storage_error(exc.errno or _errno.EIO, "read journal file", path=path) from exc
             if status == lib.PE_ERR_FORMAT:
@@ -612,16 +618,17 @@ class Journal:
             self._failure(status, what)
         return outs[0], outs[1]
 
-    def append_section(self, uid: int, offset: int, n_events: int, data: Any,
+    def append_section(self, uid: int, offset: int, n_events: int, data: Any, write_ns: int,
                        what: str) -> tuple[int, int]:
         """Append one BYTES record holding ``data`` (any bytes-like object, written from its
-        own memory) as a section of segment ``uid`` at ``offset`` (uid 0: staged); returns
-        (its position, its end). The data starts at position + BYTES_DATA_OFFSET."""
+        own memory) as a section of segment ``uid`` at ``offset`` (uid 0: staged), written at
+        ``write_ns`` (ns since the epoch); returns (its position, its end). The data starts at
+        position + BYTES_DATA_OFFSET."""
         outs = ffi.new("uint64_t[2]")
         buf = ffi.from_buffer(data)
         with self.use() as h:
-            status = lib.pe_journal_append_section(h, uid, offset, n_events, buf, len(buf),
-                                                   outs, outs + 1)
+            status = lib.pe_journal_append_section(h, uid, offset, n_events, write_ns, buf,
+                                                   len(buf), outs, outs + 1)
         if status != lib.PE_OK:
             self._failure(status, what)
         return outs[0], outs[1]

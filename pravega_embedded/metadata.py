@@ -65,12 +65,14 @@ from .lmdbfile import check_lmdb_file
 
 __all__ = ["Metadata", "META_FORMAT_VERSION"]
 
-META_FORMAT_VERSION = 4  # 2: scaling (segment graph), files and retention tables
+META_FORMAT_VERSION = 5  # 2: scaling (segment graph), files and retention tables
 # 3: transactions (txns table, staging segments), BYTES/MERGE journal records, byte streams
 # 4: a CRC32 after every value; journal format 2 (durable marks, section CRCs, ROLL records)
+# 5: index entries carry their write time; journal format 3 (BYTES records carry it too)
 _U64 = struct.Struct(">Q")
 _IDX_KEY = struct.Struct(">QQ")  # uid, segment offset
-_IDX_VAL = struct.Struct("<QII")  # journal position, framed bytes, events
+_IDX_VAL = struct.Struct("<QIIQ")  # journal position, framed bytes, events, write time (ns)
+_IDX_VAL4 = struct.Struct("<QII")  # format 4 and before: no write time
 _LE64 = struct.Struct("<Q")
 _CRC = struct.Struct("<I")
 _DBS = (b"store", b"scopes", b"streams", b"segments", b"seglen", b"writers", b"index", b"groups",
@@ -106,6 +108,16 @@ def _nearly_full(path: str) -> bool:
         return False
     return st.f_bavail * st.f_frsize < (1 << 20)
 
+
+
+def _index_value(raw: bytes) -> tuple[int, int, int, int]:
+    """(journal position, bytes, events, write time ns) of an index value (checksum removed):
+    24 bytes, or 16 from format 4 and before (write time 0: unknown)."""
+    if len(raw) == _IDX_VAL.size:
+        return _IDX_VAL.unpack(raw)
+    if len(raw) == _IDX_VAL4.size:
+        return (*_IDX_VAL4.unpack(raw), 0)
+    raise CorruptDataError(f"a metadata index value of {len(raw)} bytes: damaged")
 
 class Metadata:
     """Typed, checked access to the LMDB environment of one store."""
@@ -252,19 +264,21 @@ class Metadata:
                     f"metadata store {self.path} has format version {version}; this release "
                     f"reads 1..{META_FORMAT_VERSION}")
             if version < META_FORMAT_VERSION:
-                self._upgrade(txn)
+                self._upgrade(txn, version)
 
-    def _upgrade(self, txn: lmdb.Transaction) -> None:
-        """Upgrade a store of format 1..3 in place (docs/format.md, "Versions"): every value
-        gets its checksum; records without the fields of later formats read with defaults and
-        a version-1 store's files table is rebuilt at open (``rebuild_files``). A release that
+    def _upgrade(self, txn: lmdb.Transaction, version: int) -> None:
+        """Upgrade a store of format 1..4 in place (docs/format.md, "Versions"): before format
+        4 every value gets its checksum; records without the fields of later formats read with
+        defaults (an index entry of format 4 or before has write time 0: unknown) and a
+        version-1 store's files table is rebuilt at open (``rebuild_files``). A release that
         reads only older versions refuses the store from now on, as it should."""
-        for name in _DBS:
-            db = self._db[name]
-            items = list(txn.cursor(db=db))
-            for k, v in items:
-                if (name, k) != (b"store", b"format_version"):
-                    txn.put(k, _seal(k, bytes(v)), db=db)
+        if version < 4:
+            for name in _DBS:
+                db = self._db[name]
+                items = list(txn.cursor(db=db))
+                for k, v in items:
+                    if (name, k) != (b"store", b"format_version"):
+                        txn.put(k, _seal(k, bytes(v)), db=db)
         txn.put(b"format_version", _LE64.pack(META_FORMAT_VERSION), db=self._db[b"store"])
 
     def verify(self, tables: Iterable[bytes] = (b"scopes", b"writers")) -> None:
@@ -427,7 +441,7 @@ class Metadata:
         with self.write("rebuild the files table") as txn:
             for k, v in self._items(txn, b"index"):
                 uid, start = _IDX_KEY.unpack(k)
-                pos, nbytes, _ = _IDX_VAL.unpack(v)
+                pos, nbytes, _, _ = _index_value(v)
                 i = bisect_right(bases, pos) - 1
                 if i < 0:
                     continue
@@ -482,16 +496,16 @@ class Metadata:
         while cur.key()[:8] == k:
             key = cur.key()
             _, start = _IDX_KEY.unpack(key)
-            _, nbytes, _ = _IDX_VAL.unpack(self._open(b"index", key, cur.value()))
+            _, nbytes, _, _ = _index_value(self._open(b"index", key, cur.value()))
             if start + nbytes > offset:
                 break
             if not cur.delete():
                 break
 
     # ------------------------------------------------------------------ index
-    def index_entries(self, uid: int) -> list[tuple[int, int, int, int]]:
+    def index_entries(self, uid: int) -> list[tuple[int, int, int, int, int]]:
         """Every index entry of segment ``uid`` as (start offset, journal position, bytes,
-        events), in offset order."""
+        events, write time in ns or 0), in offset order."""
         k = _U64.pack(uid)
         out = []
         with self._read(f"read the index of segment uid {uid}") as txn:
@@ -500,14 +514,14 @@ class Metadata:
                 while cur.key()[:8] == k:
                     key = cur.key()
                     _, start = _IDX_KEY.unpack(key)
-                    out.append((start, *_IDX_VAL.unpack(self._open(b"index", key, cur.value()))))
+                    out.append((start, *_index_value(self._open(b"index", key, cur.value()))))
                     if not cur.next():
                         break
         return out
 
-    def index_floor(self, uid: int, offset: int) -> tuple[int, int, int, int] | None:
+    def index_floor(self, uid: int, offset: int) -> tuple[int, int, int, int, int] | None:
         """The index entry of segment ``uid`` with the greatest start <= offset:
-        (start offset, journal position, framed bytes, events), or None."""
+        (start offset, journal position, framed bytes, events, write time in ns or 0), or None."""
         key = _IDX_KEY.pack(uid, offset)
         with self._read(f"read the index of segment uid {uid}") as txn:
             cur = txn.cursor(db=self._db[b"index"])
@@ -522,8 +536,7 @@ class Metadata:
             kuid, start = _IDX_KEY.unpack(k)
             if kuid != uid:
                 return None
-            pos, nbytes, nevents = _IDX_VAL.unpack(self._open(b"index", k, cur.value()))
-            return start, pos, nbytes, nevents
+            return (start, *_index_value(self._open(b"index", k, cur.value())))
 
     # ------------------------------------------------------------------ checkpoint
     def checkpoint(
@@ -531,7 +544,7 @@ class Metadata:
         applied_pos: int,
         lengths: dict[int, int],
         writers: dict[tuple[str, str], int],
-        index: Iterable[tuple[int, int, int, int, int]],
+        index: Iterable[tuple[int, int, int, int, int, int]],
         files: dict[int, dict[int, int]] | None = None,
         extra: Iterable[Callable[[lmdb.Transaction], None]] = (),
     ) -> None:
@@ -552,10 +565,11 @@ class Metadata:
                 if txn.get(skey.encode(), db=streams) is not None:
                     self._put(txn, b"writers", _writer_key(skey, wid), _LE64.pack(seq))
             put = self._put
-            for uid, start, pos, nbytes, nevents in index:
+            for uid, start, pos, nbytes, nevents, write_ns in index:
                 if uid in live or txn.get(_U64.pack(uid), db=segs) is not None:
                     live.add(uid)
-                    put(txn, b"index", _IDX_KEY.pack(uid, start), _IDX_VAL.pack(pos, nbytes, nevents))
+                    put(txn, b"index", _IDX_KEY.pack(uid, start),
+                        _IDX_VAL.pack(pos, nbytes, nevents, write_ns))
             for base, d in (files or {}).items():
                 put(txn, b"files", _U64.pack(base), _json({str(u): e for u, e in d.items()}))
             for fn in extra:

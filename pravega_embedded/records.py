@@ -11,8 +11,8 @@ Invariants:
      past the record, trailing bytes, a MERGE reference that is not before the record itself),
      never another exception and never a partial result.
   2. BYTES data starts ``BYTES_DATA_OFFSET`` bytes after the record's position (journal format
-     2; 48 in format 1), so the journal position of its first data byte is known before the
-     record is written.
+     3; 56 in format 2, which has no write time; 48 in format 1), so the journal position of
+     its first data byte is known before the record is written.
 
 Thread-safety: pure functions.
 """
@@ -33,7 +33,8 @@ __all__ = [
 
 _HDR = lib.PE_RECORD_HEADER_SIZE
 _BYTES = {1: struct.Struct("<QQII"),  # segment uid, segment offset, events starting here, bytes
-          2: struct.Struct("<QQIIII")}  # ... and the data's CRC32C, reserved (a section header)
+          2: struct.Struct("<QQIIII"),  # ... and the data's CRC32C, reserved (a section header)
+          3: struct.Struct("<QQQIIII")}  # the write time (ns), then a section header
 _MERGE = struct.Struct("<QQ16sIH")  # timestamp, last_seq, txn id, n_parts, writer id length
 _PART = struct.Struct("<QQII")  # parent uid, parent offset, n_refs, reserved (0)
 _REF = struct.Struct("<QII")  # journal position, bytes, events starting in them
@@ -45,7 +46,8 @@ MAX_REFS = 1 << 24
 @dataclass(frozen=True, slots=True)
 class BytesRecord:
     """A parsed BYTES record: ``n_bytes`` raw bytes of segment ``segment_uid`` (0: staged data
-    not attached to a segment yet) at ``segment_offset``, the first at journal ``data_pos``."""
+    not attached to a segment yet) at ``segment_offset``, the first at journal ``data_pos``,
+    appended at ``timestamp_ns`` (0: unknown, a file of journal format 1 or 2)."""
 
     pos: int
     end: int
@@ -54,6 +56,7 @@ class BytesRecord:
     n_events: int
     n_bytes: int
     data_pos: int
+    timestamp_ns: int = 0
 
 
 @dataclass(frozen=True, slots=True)
@@ -105,7 +108,9 @@ def parse_bytes_record(buf: bytes | memoryview, off: int, pos: int, total: int,
     data_off = _HDR + head.size
     if off < 0 or total < data_off or off + total > len(buf):
         raise CorruptDataError(f"journal record at {pos}: too short for a BYTES record")
-    uid, soff, nev, nbytes = head.unpack_from(buf, off + _HDR)[:4]
+    fields = head.unpack_from(buf, off + _HDR)
+    ts = fields[0] if version >= 3 else 0
+    uid, soff, nev, nbytes = fields[1:5] if version >= 3 else fields[:4]
     if data_off + nbytes != total:
         raise CorruptDataError(
             f"journal record at {pos}: BYTES record says {nbytes} bytes but holds "
@@ -113,7 +118,7 @@ def parse_bytes_record(buf: bytes | memoryview, off: int, pos: int, total: int,
         )
     if nev > 1:
         raise CorruptDataError(f"journal record at {pos}: BYTES record starts {nev} events (at most 1)")
-    return BytesRecord(pos, pos + total, uid, soff, nev, nbytes, pos + data_off)
+    return BytesRecord(pos, pos + total, uid, soff, nev, nbytes, pos + data_off, ts)
 
 
 def parse_merge_record(buf: bytes | memoryview, off: int, pos: int, total: int) -> MergeRecord:

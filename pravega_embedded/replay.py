@@ -50,7 +50,8 @@ def replay(index: SegmentIndex, seqs: WriterSequences, segs: dict[int, Segment],
                 if seg is None:
                     continue  # invariant 2
                 _at_length(seg, sec.segment_offset, sec.n_bytes, rec.pos)
-                index.append([(seg, sec.n_bytes, sec.data_pos, None, sec.n_events)], 0)
+                index.append([(seg, sec.n_bytes, sec.data_pos, None, sec.n_events)], 0,
+                             rec.timestamp_ns)
                 stream_key = seg.stream.key
             if stream_key is not None and rec.writer_id:  # "" writes a transaction's staging
                 seqs.note(stream_key, rec.writer_id, rec.last_seq)
@@ -59,7 +60,8 @@ def replay(index: SegmentIndex, seqs: WriterSequences, segs: dict[int, Segment],
             if seg is None:
                 continue
             _at_length(seg, rec.segment_offset, rec.n_bytes, rec.pos)
-            index.append([(seg, rec.n_bytes, rec.data_pos, None, rec.n_events)], 0)
+            index.append([(seg, rec.n_bytes, rec.data_pos, None, rec.n_events)], 0,
+                         rec.timestamp_ns)
         elif type(rec) is MergeRecord:
             parts = []
             for part in rec.parts:
@@ -68,7 +70,7 @@ def replay(index: SegmentIndex, seqs: WriterSequences, segs: dict[int, Segment],
                     continue
                 _at_length(seg, part.segment_offset, part.n_bytes, rec.pos)
                 parts.append((seg, list(part.refs)))
-            index.merge(parts, None)
+            index.merge(parts, None, rec.timestamp_ns)
             if rec.txn_id is not None:
                 committed.append(rec.txn_id)
             if parts and rec.writer_id and rec.last_seq != NO_SEQUENCE:

@@ -48,6 +48,7 @@ class IndexEntry:
     pos: int  # journal position of its first byte
     visible_at: int  # journal position that must be acknowledged before readers see it
     n_events: int  # events starting in it (0: a large event's continuation, or raw bytes)
+    write_ns: int = 0  # when the record that put it in the segment was appended (0: unknown)
 
     @property
     def nbytes(self) -> int:
@@ -126,10 +127,10 @@ class SegmentIndex:
 
     # ------------------------------------------------------------------ adding (append lock held)
     def _add(self, seg: "Segment", nbytes: int, pos: int, data: Any, visible_at: int | None,
-             n_events: int) -> IndexEntry:
+             n_events: int, write_ns: int) -> IndexEntry:
         start = seg.length
         e = IndexEntry(start, start + nbytes, pos, pos + nbytes if visible_at is None else visible_at,
-                       n_events)
+                       n_events, write_ns)
         seg.sections.add(e, data)
         self._pending.append((seg, e))
         self._dirty[seg.uid] = seg
@@ -138,15 +139,16 @@ class SegmentIndex:
         return e
 
     def append(self, sections: Iterable[tuple["Segment", int, int, Any, int]], record_size: int,
-               visible_at: int | None = None) -> list[IndexEntry]:
+               write_ns: int, visible_at: int | None = None) -> list[IndexEntry]:
         """Add one record's sections ``(segment, bytes, journal position, cached bytes or None,
-        events)`` at their segments' ends, and cache the record (``record_size`` bytes) if any
-        of them has bytes. Caller holds the append lock (offsets follow journal order)."""
+        events)``, written at ``write_ns``, at their segments' ends, and cache the record
+        (``record_size`` bytes) if any of them has bytes. Caller holds the append lock
+        (offsets follow journal order)."""
         out = []
         cached = []
         with self.lock:
             for seg, nbytes, pos, data, nev in sections:
-                e = self._add(seg, nbytes, pos, data, visible_at, nev)
+                e = self._add(seg, nbytes, pos, data, visible_at, nev, write_ns)
                 seg.length = e.end
                 out.append(e)
                 if data is not None:
@@ -156,17 +158,17 @@ class SegmentIndex:
         return out
 
     def merge(self, parts: Iterable[tuple["Segment", list[tuple[int, int, int]]]],
-              visible_at: int | None) -> list[tuple["Segment", IndexEntry]]:
+              visible_at: int | None, write_ns: int) -> list[tuple["Segment", IndexEntry]]:
         """Append merged sections ``(segment, [(journal position, bytes, events)])`` to their
-        segments (a MERGE record: append lock held, or replay); each segment's new length is
-        published in one store (invariant 1)."""
+        segments (a MERGE record written at ``write_ns``: append lock held, or replay); each
+        segment's new length is published in one store (invariant 1)."""
         added = []
         with self.lock:
             for seg, refs in parts:
                 length = seg.length
                 for pos, nbytes, nev in refs:
                     e = IndexEntry(length, length + nbytes, pos,
-                                   pos + nbytes if visible_at is None else visible_at, nev)
+                                   pos + nbytes if visible_at is None else visible_at, nev, write_ns)
                     seg.sections.add(e, None)
                     self._pending.append((seg, e))
                     added.append((seg, e))
@@ -205,8 +207,8 @@ class SegmentIndex:
                 f"segment {seg.name}: no data indexed at offset {offset} though its length is "
                 f"{seg.length}: the metadata's section index ({self._meta.path}) is damaged or lost "
                 "entries; restore meta/ from a backup")
-        start, pos, nbytes, nev = hit
-        return IndexEntry(start, start + nbytes, pos, 0, nev), None
+        start, pos, nbytes, nev, write_ns = hit
+        return IndexEntry(start, start + nbytes, pos, 0, nev, write_ns), None
 
     def visible_length(self, seg: "Segment", acked: int) -> int:
         """``seg``'s length counting only sections visible at ``acked`` (invariant 2)."""
@@ -226,7 +228,7 @@ class SegmentIndex:
         with self.lock:
             found = {e.start: (e.pos, e.nbytes, e.n_events) for e in seg.sections.entries}
             length = seg.length
-        for start, pos, nbytes, nev in self._meta.index_entries(seg.uid):
+        for start, pos, nbytes, nev, _ in self._meta.index_entries(seg.uid):
             found.setdefault(start, (pos, nbytes, nev))
         out = []
         at = 0

@@ -66,12 +66,13 @@ def merge(engine: "Engine", st: "StreamState", plan: Callable[[], Parts | None],
                 if st.sealed:
                     raise StreamSealedError(f"stream {st.key} is sealed")
                 return -1
-        payload = build_merge(time.time_ns(), last_seq, txn_id, wid,
+        now = time.time_ns()
+        payload = build_merge(now, last_seq, txn_id, wid,
                               [(seg.uid, seg.length, refs) for seg, refs in parts])
         _, end = engine.journal.append_record(lib.PE_RECORD_MERGE, payload, f"commit to {st.key}")
         if on_append is not None:  # first: from here on the MERGE is in the journal
             on_append(end)
-        added = engine.index.merge(parts, end)
+        added = engine.index.merge(parts, end, now)
         if writer_id and last_seq != NO_SEQUENCE:
             engine.seqs.note(st.key, writer_id, last_seq)
     engine.files.rows_for(added)  # the files table protects the data from now on (invariant 4)
@@ -87,7 +88,7 @@ def stage(engine: "Engine", pieces: Iterable[tuple[Any, int]], what: str) -> lis
     off = 0
     for piece, nev in pieces:
         n = len(piece)
-        _, end = engine.journal.append_section(0, off, nev, piece, what)
+        _, end = engine.journal.append_section(0, off, nev, piece, time.time_ns(), what)
         refs.append((end - n, n, nev))
         off += n
     return refs  # durable with the MERGE that references them (invariant 1)
@@ -119,9 +120,10 @@ def append_bytes(engine: "Engine", st: "StreamState", seg: Segment, data: bytes 
             raise StreamNotFoundError(f"stream {st.key} was deleted")
         if seg.sealed:
             raise StreamSealedError(f"stream {st.key} is sealed")
-        _, end = engine.journal.append_section(seg.uid, seg.length, 0, piece, what)
+        now = time.time_ns()
+        _, end = engine.journal.append_section(seg.uid, seg.length, 0, piece, now, what)
         engine.index.append([(seg, len(piece), end - len(piece), memoryview(piece), 0)],
-                            len(piece) + lib.PE_BYTES_DATA_OFFSET, visible_at=end)
+                            len(piece) + lib.PE_BYTES_DATA_OFFSET, now, visible_at=end)
         length = seg.length
     st.notify()
     return end, length

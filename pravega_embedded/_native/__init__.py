@@ -7,7 +7,7 @@ import os
 
 from .. import errors
 
-_EXPECTED_FORMAT_VERSION = 2
+_EXPECTED_FORMAT_VERSION = 3
 
 try:
     from ._pe_cffi import ffi, lib

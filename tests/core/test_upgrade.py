@@ -1,9 +1,11 @@
-"""A store written by the previous release (journal format 1, metadata format 3) opens with this
-one: every event is there, the unapplied journal tail replays, writers resume, new writes go to a
-journal file of the current format, and the old release then refuses the store.
+"""A store written by an earlier release opens with this one: every event is there, the
+unapplied journal tail replays, writers resume, new writes go to a journal file of the current
+format, and the old release then refuses the store.
 
-The previous release is this repository at ``OLD_COMMIT`` (the last commit before journal format
-2), exported with ``git archive`` and its C core built with cffi, then run in a subprocess."""
+The earlier releases are this repository at ``OLD_COMMITS``: the last commit before journal
+format 2 (journal format 1, metadata format 3) and the last before journal format 3 (journal
+format 2, metadata format 4), each exported with ``git archive`` and its C core built with cffi,
+then run in a subprocess."""
 
 from __future__ import annotations
 
@@ -18,21 +20,23 @@ import pytest
 import pravega_embedded as pe
 
 ROOT = Path(__file__).resolve().parents[2]
-OLD_COMMIT = "6882e25"
+OLD_COMMITS = {"journal-1": "6882e25", "journal-2": "870b2a4"}
 
 
-def _have_old_release() -> bool:
+def _have_old_releases() -> bool:
     try:
-        return subprocess.run(["git", "-C", str(ROOT), "cat-file", "-e", f"{OLD_COMMIT}^{{commit}}"],
-                              capture_output=True, timeout=30).returncode == 0
+        return all(subprocess.run(["git", "-C", str(ROOT), "cat-file", "-e", f"{c}^{{commit}}"],
+                                  capture_output=True, timeout=30).returncode == 0
+                   for c in OLD_COMMITS.values())
     except (OSError, subprocess.SubprocessError):
         return False
 
 
 pytestmark = [
     pytest.mark.slow,
-    pytest.mark.skipif(not _have_old_release(),
-                       reason=f"git history with commit {OLD_COMMIT} is not available (shallow clone?)"),
+    pytest.mark.skipif(not _have_old_releases(),
+                       reason=f"git history with commits {sorted(OLD_COMMITS.values())} is not "
+                              "available (shallow clone?)"),
 ]
 
 WRITE = textwrap.dedent("""
@@ -79,11 +83,11 @@ READ = textwrap.dedent("""
 """)
 
 
-@pytest.fixture(scope="module")
-def old_release(tmp_path_factory) -> Path:
+@pytest.fixture(scope="module", params=sorted(OLD_COMMITS))
+def old_release(request, tmp_path_factory) -> Path:
     root = tmp_path_factory.mktemp("old-release")
-    tar = subprocess.run(["git", "-C", str(ROOT), "archive", OLD_COMMIT], capture_output=True,
-                         check=True, timeout=120).stdout
+    tar = subprocess.run(["git", "-C", str(ROOT), "archive", OLD_COMMITS[request.param]],
+                         capture_output=True, check=True, timeout=120).stdout
     subprocess.run(["tar", "-x", "-C", str(root)], input=tar, check=True, timeout=120)
     # cffi compiles through setuptools, which reads a pyproject.toml in the working directory; the
     # setuptools of a fresh venv (65.x) rejects the old file's license string, and the old release
@@ -105,7 +109,9 @@ def _run_old(old: Path, code: str, *args: str) -> dict:
 def test_a_store_of_the_previous_release_opens_and_upgrades(old_release, tmp_path, mode):
     store = tmp_path / "store"
     last = _run_old(old_release, WRITE, str(store), mode)["last"]
-    assert (store / "meta" / "data.mdb").exists() and not (store / "STORE").exists()
+    assert (store / "meta" / "data.mdb").exists()
+    # the marker came with journal format 2: a format-1 store gets one at its first open here
+    assert (store / "STORE").exists() == (old_release / "pravega_embedded" / "storedir.py").exists()
     with pe.open(store, roll_bytes=1 << 20) as s:
         evs = [e for e in s.read_slice("up", "ev")]
         plain = sorted(e.event[:7] for e in evs if e.event.startswith(b"e-"))
@@ -128,7 +134,7 @@ def test_a_store_of_the_previous_release_opens_and_upgrades(old_release, tmp_pat
         w.close()
     assert (store / "STORE").exists()
     newest = sorted((store / "journal").glob("*.pej"))[-1]
-    assert int.from_bytes(newest.read_bytes()[8:12], "little") == 2  # new writes: format 2
+    assert int.from_bytes(newest.read_bytes()[8:12], "little") == 3  # new writes: format 3
     with pe.open(store) as s:  # and again
         assert [e.event for e in s.read_slice("up", "ev")][-1:] == [b"after-upgrade"] or \
             b"after-upgrade" in [e.event for e in s.read_slice("up", "ev")]

@@ -33,11 +33,12 @@ def header(rtype: int, payload_len: int, pos: int) -> bytes:
     return _REC.pack(0, payload_len, pos, rtype, 0, 0x4550, 0)
 
 
-def bytes_record(uid: int, soff: int, nev: int, data: bytes, pos: int = 5000) -> bytes:
-    """A BYTES record of journal format 2: a section header (uid, offset, events, bytes, CRC of
-    the data, 0) and the data (the C journal builds it; the record CRC is not the parser's)."""
-    section = struct.pack("<QQIIII", uid, soff, nev, len(data), 0, 0)
-    return header(2, 32 + len(data), pos) + section + data
+def bytes_record(uid: int, soff: int, nev: int, data: bytes, pos: int = 5000, ts: int = 0) -> bytes:
+    """A BYTES record of journal format 3: the write time, a section header (uid, offset, events,
+    bytes, CRC of the data, 0) and the data (the C journal builds it; the record CRC is not the
+    parser's)."""
+    section = struct.pack("<QQQIIII", ts, uid, soff, nev, len(data), 0, 0)
+    return header(2, 40 + len(data), pos) + section + data
 
 
 def merge_record(pos: int, parts, *, ts: int = 123, seq: int = 7, txn: uuid.UUID | None = None,
@@ -73,15 +74,25 @@ def check_merge(rec, pos: int, total: int) -> None:
 
 @settings(max_examples=200, deadline=None)
 @given(U64, U64, st.integers(0, 1), st.binary(max_size=300), st.integers(0, 1 << 40),
-       st.binary(max_size=30))
-def test_valid_bytes_records_parse_back(uid, soff, nev, data, pos, prefix):
-    rec = bytes_record(uid, soff, nev, data, pos)
+       st.binary(max_size=30), U64)
+def test_valid_bytes_records_parse_back(uid, soff, nev, data, pos, prefix, ts):
+    rec = bytes_record(uid, soff, nev, data, pos, ts)
     buf = prefix + rec + b"\xff" * 5  # at an offset, with bytes after the record
     for b in (buf, memoryview(buf)):
         got = parse_bytes_record(b, len(prefix), pos, len(rec))
         assert (got.segment_uid, got.segment_offset, got.n_events, got.n_bytes) == (uid, soff, nev, len(data))
+        assert got.timestamp_ns == ts
         check_bytes(got, pos, len(rec))
         assert buf[len(prefix) + BYTES_DATA_OFFSET : len(prefix) + BYTES_DATA_OFFSET + got.n_bytes] == data
+
+
+@settings(max_examples=100, deadline=None)
+@given(U64, U64, st.integers(0, 1), st.binary(max_size=300), st.integers(0, 1 << 40))
+def test_bytes_records_of_journal_format_2_parse_back_without_a_write_time(uid, soff, nev, data, pos):
+    rec = header(2, 32 + len(data), pos) + struct.pack("<QQIIII", uid, soff, nev, len(data), 0, 0) + data
+    got = parse_bytes_record(rec, 0, pos, len(rec), 2)
+    assert (got.segment_uid, got.segment_offset, got.n_events, got.n_bytes) == (uid, soff, nev, len(data))
+    assert got.timestamp_ns == 0 and got.data_pos == pos + 56 and got.end == pos + len(rec)
 
 
 _REFS = st.lists(st.tuples(st.integers(0, 1 << 30), st.integers(1, 1 << 20), st.integers(0, 3)),
@@ -125,12 +136,12 @@ def test_large_event_merge_record_round_trip():
 
 
 @pytest.mark.parametrize("make", [
-    lambda: (bytes_record(1, 0, 0, b"abc")[:-1], 0, 1000, 24 + 24 + 3),  # total past buf
-    lambda: (bytes_record(1, 0, 0, b"abc"), 0, 1000, 24 + 24 + 2),  # total says fewer bytes
-    lambda: (bytes_record(1, 0, 0, b"abc") + b"x", 0, 1000, 24 + 24 + 4),  # a trailing byte
-    lambda: (bytes_record(1, 0, 2, b"abc"), 0, 1000, 24 + 24 + 3),  # two events start in it
-    lambda: (bytes_record(1, 0, 0, b""), 0, 1000, 24 + 23),  # shorter than its header
-    lambda: (bytes_record(1, 0, 0, b"abc"), -1, 1000, 24 + 24 + 3),  # a negative offset
+    lambda: (bytes_record(1, 0, 0, b"abc")[:-1], 0, 1000, 24 + 40 + 3),  # total past buf
+    lambda: (bytes_record(1, 0, 0, b"abc"), 0, 1000, 24 + 40 + 2),  # total says fewer bytes
+    lambda: (bytes_record(1, 0, 0, b"abc") + b"x", 0, 1000, 24 + 40 + 4),  # a trailing byte
+    lambda: (bytes_record(1, 0, 2, b"abc"), 0, 1000, 24 + 40 + 3),  # two events start in it
+    lambda: (bytes_record(1, 0, 0, b""), 0, 1000, 24 + 39),  # shorter than its header
+    lambda: (bytes_record(1, 0, 0, b"abc"), -1, 1000, 24 + 40 + 3),  # a negative offset
     lambda: (bytes_record(1, 0, 0, b"abc"), 0, 1000, -5),
     lambda: (b"", 0, 0, 0),
 ])

@@ -46,11 +46,11 @@ def test_open_fresh_creates_file_with_header(h, tmp_path):
         data = path.read_bytes()
         assert len(data) == 32
         assert data[:8] == b"PEJOURNL"
-        assert struct.unpack_from("<IIQI", data, 8) == (2, 32, base, 0)
+        assert struct.unpack_from("<IIQI", data, 8) == (h.lib.PE_FORMAT_VERSION, 32, base, 0)
         assert struct.unpack_from("<I", data, 28)[0] == h.crc32c_ref(data[:28])
         b, v = h.ffi.new("uint64_t *"), h.ffi.new("uint32_t *")
         assert h.lib.pe_file_header_parse(data, 32, b, v) == h.lib.PE_OK
-        assert (b[0], v[0]) == (base, 2)
+        assert (b[0], v[0]) == (base, h.lib.PE_FORMAT_VERSION)
         assert h.state(j) == dict(written=base + 32, synced=base + 32, durable=base + 32, base=base,
                                   errno=0)
         assert h.lib.pe_journal_close(j) == h.lib.PE_OK
@@ -69,7 +69,7 @@ def test_file_header_checks(h):
     assert lib.pe_file_header_parse(good, 32, b, v) == lib.PE_OK and b[0] == 77
     bad_magic = b"PEJOURNX" + good[8:]
     assert lib.pe_file_header_parse(bad_magic, 32, b, v) == lib.PE_ERR_FORMAT
-    for version in (0, 3):
+    for version in (0, lib.PE_FORMAT_VERSION + 1):
         raw = bytearray(good)
         struct.pack_into("<I", raw, 8, version)
         struct.pack_into("<I", raw, 28, h.crc32c_ref(bytes(raw[:28])))

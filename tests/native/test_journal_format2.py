@@ -119,22 +119,26 @@ def test_fail_latch_from_outside(h, tmp_path):
 
 
 def test_append_section_layout_and_verify(h, tmp_path):
+    """A BYTES record (format 3): the write time, a section header, then the data."""
     ffi, lib = h.ffi, h.lib
     st, j = h.open_journal(tmp_path, durability=NONE)
     data = os.urandom(5000)
     p, e = ffi.new("uint64_t *"), ffi.new("uint64_t *")
-    assert lib.pe_journal_append_section(j, 7, 123, 1, data, len(data), p, e) == lib.PE_OK
+    ts = 1_764_000_000_123_456_789
+    assert lib.pe_journal_append_section(j, 7, 123, 1, ts, data, len(data), p, e) == lib.PE_OK
     assert (p[0], e[0]) == (32, 32 + lib.PE_BYTES_DATA_OFFSET + len(data))
-    assert lib.pe_journal_append_section(j, 0, 0, 0, ffi.NULL, 0, p, e) == lib.PE_OK
+    assert lib.PE_BYTES_DATA_OFFSET == 24 + 8 + 32
+    assert lib.pe_journal_append_section(j, 0, 0, 0, 0, ffi.NULL, 0, p, e) == lib.PE_OK
     assert lib.pe_journal_close(j) == lib.PE_OK
     raw = (tmp_path / h.file_name(0)).read_bytes()
     plen, pos, rtype, _f, _l = _header(raw, 32)
-    assert (plen, pos, rtype) == (32 + len(data), 32, 2) and h.record_ok(raw, 32, 32)
-    uid, off, nev, n, crc, res = struct.unpack_from("<QQIIII", raw, 56)
+    assert (plen, pos, rtype) == (40 + len(data), 32, 2) and h.record_ok(raw, 32, 32)
+    assert struct.unpack_from("<Q", raw, 56) == (ts,)
+    uid, off, nev, n, crc, res = struct.unpack_from("<QQIIII", raw, 64)
     assert (uid, off, nev, n, crc, res) == (7, 123, 1, len(data), h.crc32c_ref(data), 0)
-    assert raw[32 + 56 : 32 + 56 + len(data)] == data
+    assert raw[32 + 64 : 32 + 64 + len(data)] == data
     out = ffi.new("uint64_t *")
-    section = raw[56 : 88 + len(data)]
+    section = raw[64 : 96 + len(data)]  # the section header is right before the data
     assert lib.pe_section_verify(section, len(section), out) == lib.PE_OK and out[0] == len(data)
     bad = bytearray(section)
     bad[100] ^= 1
