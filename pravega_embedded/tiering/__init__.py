@@ -2,8 +2,9 @@
 
 Built so far (the engine does not tier to them yet, so nothing here is public API):
 ``layout`` (paths, schema, Parquet options), ``target`` (an fsspec root with complete-or-nothing
-puts), ``manifest`` (the versioned per-stream manifests) and ``parquetfile`` (a segment's data
-files, written and read back by offset range). docs/format.md, "Tier 2", has every byte.
+puts), ``manifest`` (the versioned per-stream manifests), ``parquetfile`` (a segment's data
+files, written and read back by offset range) and ``rows`` (a committed range of a segment as
+the rows of such a file). docs/format.md, "Tier 2", has every byte.
 """
 
 __all__: list[str] = []
