@@ -76,7 +76,8 @@ _IDX_VAL4 = struct.Struct("<QII")  # format 4 and before: no write time
 _LE64 = struct.Struct("<Q")
 _CRC = struct.Struct("<I")
 _DBS = (b"store", b"scopes", b"streams", b"segments", b"seglen", b"writers", b"index", b"groups",
-        b"files", b"retention", b"watermarks", b"txns")
+        b"files", b"retention", b"watermarks", b"txns", b"tiering")
+_TIER_FILE = struct.Struct("<QQQQQ")  # end offset, events, size, min and max write time (µs)
 # MDB error codes that mean the file is damaged or not an LMDB file of this version
 _DAMAGE = {-30796, -30797, -30795, -30794, -30793, -30786, -30782, -30781, -30780, -30784}
 
@@ -343,6 +344,8 @@ class Metadata:
         self.delete_segments(txn, uids)
         txn.delete(key.encode(), db=self._db[b"retention"])
         txn.delete(key.encode(), db=self._db[b"watermarks"])
+        for tag in (b"m", b"p"):
+            txn.delete(tag + key.encode(), db=self._db[b"tiering"])
         prefix = _writer_prefix(key)
         cur = txn.cursor(db=self._db[b"writers"])
         if cur.set_range(prefix):
@@ -367,11 +370,13 @@ class Metadata:
             k = _U64.pack(uid)
             txn.delete(k, db=self._db[b"segments"])
             txn.delete(k, db=self._db[b"seglen"])
-            cur = txn.cursor(db=self._db[b"index"])
-            if cur.set_range(k):
-                while cur.key()[:8] == k:
-                    if not cur.delete():
-                        break
+            txn.delete(b"s" + k, db=self._db[b"tiering"])
+            for db, prefix in ((b"index", k), (b"tiering", b"f" + k)):
+                cur = txn.cursor(db=self._db[db])
+                if cur.set_range(prefix):
+                    while cur.key().startswith(prefix):
+                        if not cur.delete():
+                            break
 
     # ------------------------------------------------------------------ transactions
     def txns(self) -> list[tuple[str, dict[str, Any]]]:
@@ -537,6 +542,89 @@ class Metadata:
             if kuid != uid:
                 return None
             return (start, *_index_value(self._open(b"index", k, cur.value())))
+
+    # ------------------------------------------------------------------ tiering
+    def tiering_segments(self) -> dict[int, tuple[int, tuple[int, int] | None]]:
+        """Every segment's tiering state: uid -> (tiered end, the copy in progress as
+        (first, end) or None)."""
+        with self._read("read the tiering state") as txn:
+            out = {}
+            for k, v in self._items(txn, b"tiering"):
+                if k[:1] == b"s" and len(k) == 9:
+                    d = json.loads(v)
+                    copy = d.get("copy")
+                    out[_U64.unpack(k[1:])[0]] = (int(d["end"]), None if copy is None else
+                                                  (int(copy[0]), int(copy[1])))
+            return out
+
+    def tiering_segment(self, uid: int) -> tuple[int, tuple[int, int] | None]:
+        """Segment ``uid``'s tiering state: (tiered end, copy in progress or None)."""
+        key = b"s" + _U64.pack(uid)
+        with self._read(f"read the tiering state of segment uid {uid}") as txn:
+            raw = self._get(txn, b"tiering", key)
+        if raw is None:
+            return 0, None
+        d = json.loads(raw)
+        copy = d.get("copy")
+        return int(d["end"]), None if copy is None else (int(copy[0]), int(copy[1]))
+
+    def tiered_files(self, uid: int) -> list[tuple[int, int, int, int, int, int]]:
+        """Segment ``uid``'s tiered files as (first, end, events, size, min and max write µs),
+        in offset order."""
+        prefix = b"f" + _U64.pack(uid)
+        out = []
+        with self._read(f"read the tiered files of segment uid {uid}") as txn:
+            cur = txn.cursor(db=self._db[b"tiering"])
+            if cur.set_range(prefix):
+                while cur.key().startswith(prefix):
+                    key = cur.key()
+                    first = _U64.unpack(key[9:])[0]
+                    out.append((first, *_TIER_FILE.unpack(self._open(b"tiering", key, cur.value()))))
+                    if not cur.next():
+                        break
+        return out
+
+    def _tiering_put(self, txn: lmdb.Transaction, uid: int, end: int,
+                     copy: tuple[int, int] | None) -> None:
+        self._put(txn, b"tiering", b"s" + _U64.pack(uid),
+                  _json({"end": end, "copy": None if copy is None else list(copy)}))
+
+    def tiering_begin(self, uid: int, end: int, copy: tuple[int, int]) -> None:
+        """Record that ``copy`` = (first, end) of segment ``uid`` is being copied to tier 2
+        (tiered end ``end`` so far): the state a crash leaves for the next open to clean."""
+        with self.write("record a tier-2 copy") as txn:
+            self._tiering_put(txn, uid, end, copy)
+
+    def tiering_abort(self, uid: int, end: int) -> None:
+        """Forget segment ``uid``'s copy in progress (its file is gone from tier 2)."""
+        with self.write("forget a tier-2 copy") as txn:
+            self._tiering_put(txn, uid, end, None)
+
+    def tiering_finish(self, uid: int, stream_key: str, file: tuple[int, int, int, int, int, int]) -> int:
+        """Record tiered ``file`` (first, end, events, size, min and max write µs) of segment
+        ``uid``, move its tiered end to the file's end and take the stream's next manifest
+        version, all in one transaction; returns that version."""
+        first, end = file[0], file[1]
+        mkey = b"m" + stream_key.encode()
+        with self.write("record a tier-2 file") as txn:
+            self._put(txn, b"tiering", b"f" + _U64.pack(uid) + _U64.pack(first),
+                      _TIER_FILE.pack(*file[1:]))
+            self._tiering_put(txn, uid, end, None)
+            raw = self._get(txn, b"tiering", mkey)
+            version = (_LE64.unpack(raw)[0] if raw is not None else 0) + 1
+            self._put(txn, b"tiering", mkey, _LE64.pack(version))
+        return version
+
+    def manifest_versions(self, stream_key: str) -> tuple[int, int]:
+        """(the stream's latest manifest version, the latest one published to tier 2)."""
+        with self._read("read the tier-2 manifest versions") as txn:
+            got = [self._get(txn, b"tiering", tag + stream_key.encode()) for tag in (b"m", b"p")]
+        return tuple(0 if raw is None else _LE64.unpack(raw)[0] for raw in got)  # type: ignore[return-value]
+
+    def manifest_published(self, stream_key: str, version: int) -> None:
+        """Record that manifest ``version`` of the stream is in tier 2."""
+        with self.write("record a published tier-2 manifest") as txn:
+            self._put(txn, b"tiering", b"p" + stream_key.encode(), _LE64.pack(version))
 
     # ------------------------------------------------------------------ checkpoint
     def checkpoint(

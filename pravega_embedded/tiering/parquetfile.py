@@ -30,7 +30,7 @@ from .layout import (COMPRESSION, LAYOUT_VERSION, PARQUET_METADATA_KEY, ROW_GROU
 from .manifest import TieredFile
 from .target import Tier2Target
 
-__all__ = ["SegmentRows", "write_segment_file", "read_segment_file", "file_rel"]
+__all__ = ["SegmentRows", "write_segment_file", "read_segment_file", "verify_segment_file", "file_rel"]
 
 
 class SegmentRows:
@@ -109,6 +109,27 @@ def read_segment_file(target: Tier2Target, scope: str, stream: str, f: TieredFil
             mask = pc.and_(mask, pc.less(offs, end))
         table = table.filter(mask)
     return table
+
+
+def verify_segment_file(target: Tier2Target, scope: str, stream: str, f: TieredFile) -> None:
+    """Check the published file against ``f`` from its footer alone (size, range, count,
+    schema): CorruptDataError if it differs, StorageError if tier 2 fails."""
+    rel = file_rel(scope, stream, f)
+    where = target.where(rel)
+    try:
+        size = target.fs.size(f"{target.root}/{rel}")
+        if size != f.size:
+            raise CorruptDataError(f"tier-2 file {where} has {size} bytes, not the {f.size} written")
+        with target.fs.open(f"{target.root}/{rel}", "rb") as fh:
+            _check(pq.ParquetFile(fh), f, scope, stream, where)
+    except CorruptDataError:
+        raise
+    except pa.ArrowInvalid as exc:
+        raise CorruptDataError(f"tier-2 file {where} is not a readable Parquet file ({exc})") from exc
+    except FileNotFoundError as exc:
+        raise CorruptDataError(f"tier-2 file {where} is missing right after it was written") from exc
+    except Exception as exc:  # noqa: BLE001 - every file-system failure is translated here
+        raise tier2_error(exc, "check a tier-2 file", url=where) from exc
 
 
 def _check(pf: pq.ParquetFile, f: TieredFile, scope: str, stream: str, where: str) -> None:

@@ -1,0 +1,152 @@
+"""Copying segment data to tier 2, one Parquet file at a time, with its state in LMDB.
+
+Owns: the copy of a committed range of a segment to tier 2 and the publication of the stream's
+manifest after it, the tiering state in LMDB (metadata's ``tiering`` table: each segment's
+tiered end and copy in progress, each tiered file, each stream's manifest versions), and the
+clean-up at open of what a crash left (docs/tiering.md, "How data moves").
+
+Invariants:
+  1. A copy goes through four steps, in order: (1) LMDB records it as started, (2) the file is
+     published complete to tier 2 and checked from its footer, (3) one LMDB transaction records
+     the file, moves the segment's tiered end and takes the stream's next manifest version,
+     (4) that manifest is published and LMDB records it published.
+  2. ``recover`` (at open, before any copy) deletes the file of every copy left started and
+     forgets the copy, and publishes every manifest version taken but not published: after it
+     no file of tier 2 is outside LMDB and the manifests, and no event is in two files.
+  3. A copy starts at the later of the segment's tiered end and its head (data past retention
+     is never uploaded) and ends at the end the caller gives, an event boundary of durable,
+     committed data; the files of a segment never overlap.
+  4. A failed copy leaves nothing behind: its file is deleted (or, if that fails too, left to
+     ``recover`` as a started copy) and the error reaches the caller.
+
+Thread-safety: one copy at a time per store (``lock``); ``recover`` runs before any copy.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+import time
+from typing import TYPE_CHECKING
+
+from .layout import file_name, manifest_dir, parse_manifest_name, segment_dir
+from .manifest import Manifest, SegmentNode, TieredFile, publish_manifest
+from .parquetfile import verify_segment_file, write_segment_file
+from .rows import segment_rows
+from .target import Tier2Target
+
+if TYPE_CHECKING:
+    from ..engine import Engine
+    from ..segment import Segment
+    from ..stream import StreamState
+
+__all__ = ["Copier"]
+
+LOG = logging.getLogger("pravega_embedded.tiering")
+
+
+class Copier:
+    """Copies ranges of segments to ``target`` (module docstring)."""
+
+    def __init__(self, engine: "Engine", target: Tier2Target) -> None:
+        self._engine = engine
+        self.target = target
+        self.lock = threading.Lock()
+
+    # ------------------------------------------------------------------ state
+    def tiered_end(self, seg: "Segment") -> int:
+        """Where ``seg``'s tiered data ends (0: nothing tiered)."""
+        return self._engine.meta.tiering_segment(seg.uid)[0]
+
+    def files(self, seg: "Segment") -> list[TieredFile]:
+        """``seg``'s tiered files in offset order."""
+        return [TieredFile(seg.segment_id, *row) for row in self._engine.meta.tiered_files(seg.uid)]
+
+    def manifest(self, st: "StreamState", version: int) -> Manifest:
+        """Manifest ``version`` of ``st`` as LMDB and the stream are now."""
+        segs = sorted(st.segments.values(), key=lambda s: s.segment_id)
+        nodes = tuple(SegmentNode(s.segment_id, s.low, s.high, bool(s.sealed), tuple(s.preds),
+                                  tuple(s.succs)) for s in segs)
+        ids = {s.segment_id for s in segs}
+        files = tuple(f for s in segs for f in self.files(s))
+        head = tuple(sorted((sid, off) for sid, off in st.head.items() if sid in ids))
+        return Manifest(st.scope, st.name, version, nodes, files, head, time.time_ns() // 1000)
+
+    # ------------------------------------------------------------------ copying
+    def copy(self, st: "StreamState", seg: "Segment", end: int) -> TieredFile | None:
+        """Copy ``seg``'s committed data from where its tiered data ends (or its head) to
+        ``end`` as one file and publish the stream's manifest (invariants 1, 3); None if there
+        is nothing to copy."""
+        meta = self._engine.meta
+        with self.lock:
+            tiered, left = meta.tiering_segment(seg.uid)
+            if left is not None:  # a copy that failed and could not be undone then
+                self._delete_copy(st, seg.segment_id, left)
+                meta.tiering_abort(seg.uid, tiered)
+            start = max(tiered, st.head.get(seg.segment_id, 0))
+            if end <= start:
+                return None
+            meta.tiering_begin(seg.uid, tiered, (start, end))  # step 1
+            try:
+                rows = segment_rows(self._engine, seg, start, end, fallback_ns=time.time_ns())
+                f = write_segment_file(self.target, st.scope, st.name, seg.segment_id, rows)  # 2
+                verify_segment_file(self.target, st.scope, st.name, f)
+            except BaseException:
+                self._forget(seg, tiered, (start, end), st)
+                raise
+            version = meta.tiering_finish(seg.uid, st.key, (f.first, f.end, f.events, f.size,  # 3
+                                                            f.min_write_us, f.max_write_us))
+            self._publish(st, version)  # 4
+            LOG.debug("tiered %s/%s segment %d [%d, %d): %d events, %d bytes", st.scope, st.name,
+                      seg.segment_id, f.first, f.end, f.events, f.size)
+            return f
+
+    def _forget(self, seg: "Segment", tiered: int, copy: tuple[int, int], st: "StreamState") -> None:
+        """Undo a failed copy (invariant 4): delete its file, then forget it in LMDB."""
+        try:
+            self._delete_copy(st, seg.segment_id, copy)
+            self._engine.meta.tiering_abort(seg.uid, tiered)
+        except Exception:  # noqa: BLE001 - the copy's own error is the one to raise
+            LOG.warning("the failed tier-2 copy of %s/%s segment %d [%d, %d) could not be undone; "
+                        "the next open cleans it up", st.scope, st.name, seg.segment_id, *copy,
+                        exc_info=True)
+
+    def _delete_copy(self, st: "StreamState", segment_id: int, copy: tuple[int, int]) -> None:
+        """Delete a copy's file and any staged piece of it left by a crash."""
+        name = file_name(*copy)
+        rel_dir = segment_dir(st.scope, st.name, segment_id)
+        for entry in self.target.list(rel_dir):
+            if entry == name or (entry.startswith("_stage.") and entry.endswith(f".{name}.partial")):
+                self.target.delete(f"{rel_dir}/{entry}")
+
+    def _publish(self, st: "StreamState", version: int) -> None:
+        """Publish manifest ``version`` of ``st`` and record it published; a version already
+        in tier 2 (published before a crash) is only recorded."""
+        try:
+            publish_manifest(self.target, self.manifest(st, version))
+        except FileExistsError:  # AlreadyExistsError: written before a crash, not recorded
+            LOG.info("tier-2 manifest %d of %s was published before a crash", version, st.key)
+        self._engine.meta.manifest_published(st.key, version)
+
+    # ------------------------------------------------------------------ after a crash
+    def recover(self) -> None:
+        """Clean up what a crash left (invariant 2)."""
+        e = self._engine
+        meta = e.meta
+        with self.lock:
+            for uid, (end, copy) in sorted(meta.tiering_segments().items()):
+                seg = e.segment(uid)
+                if copy is None or seg is None:
+                    continue
+                LOG.info("removing the unfinished tier-2 copy of %s segment %d [%d, %d)",
+                         seg.stream.key, seg.segment_id, *copy)
+                self._delete_copy(seg.stream, seg.segment_id, copy)
+                meta.tiering_abort(uid, end)
+            for st in list(e.streams.values()):
+                version, published = meta.manifest_versions(st.key)
+                if version > published:
+                    rel_dir = manifest_dir(st.scope, st.name)
+                    for entry in self.target.list(rel_dir):
+                        if entry.startswith("_stage.") and parse_manifest_name(entry) is None:
+                            self.target.delete(f"{rel_dir}/{entry}")
+                    self._publish(st, version)
