@@ -394,7 +394,9 @@ class Journal:
                     raise CorruptDataError(
                         f"journal gap: {file_name(prev.base)} ends at {prev.valid_end} but the "
                         f"next file {file_name(s.base)} starts at {s.base}")
-                if prev.version >= 2 and prev.roll_end is None:
+                if prev.version >= 2 and prev.roll_end is None and prev.version >= s.version:
+                    # (the last file of an older format ends without one: an upgrade goes on
+                    # in a new file without writing into the old one)
                     raise CorruptDataError(
                         f"journal {prev.path} does not end with a ROLL record though "
                         f"{file_name(s.base)} follows it")

@@ -589,24 +589,35 @@ class Metadata:
         self._put(txn, b"tiering", b"s" + _U64.pack(uid),
                   _json({"end": end, "copy": None if copy is None else list(copy)}))
 
-    def tiering_begin(self, uid: int, end: int, copy: tuple[int, int]) -> None:
+    def tiering_begin(self, uid: int, end: int, copy: tuple[int, int]) -> bool:
         """Record that ``copy`` = (first, end) of segment ``uid`` is being copied to tier 2
-        (tiered end ``end`` so far): the state a crash leaves for the next open to clean."""
+        (tiered end ``end`` so far): the state a crash leaves for the next open to clean.
+        False (nothing recorded) if the segment was deleted meanwhile."""
         with self.write("record a tier-2 copy") as txn:
+            if txn.get(_U64.pack(uid), db=self._db[b"segments"]) is None:
+                return False
             self._tiering_put(txn, uid, end, copy)
+        return True
 
     def tiering_abort(self, uid: int, end: int) -> None:
-        """Forget segment ``uid``'s copy in progress (its file is gone from tier 2)."""
+        """Forget segment ``uid``'s copy in progress (its file is gone from tier 2); of a
+        segment deleted meanwhile, forget its tiering state altogether."""
         with self.write("forget a tier-2 copy") as txn:
-            self._tiering_put(txn, uid, end, None)
+            if txn.get(_U64.pack(uid), db=self._db[b"segments"]) is None:
+                txn.delete(b"s" + _U64.pack(uid), db=self._db[b"tiering"])
+            else:
+                self._tiering_put(txn, uid, end, None)
 
     def tiering_finish(self, uid: int, stream_key: str, file: tuple[int, int, int, int, int, int]) -> int:
         """Record tiered ``file`` (first, end, events, size, min and max write µs) of segment
         ``uid``, move its tiered end to the file's end and take the stream's next manifest
-        version, all in one transaction; returns that version."""
+        version, all in one transaction; returns that version (0: the segment was deleted
+        meanwhile, nothing recorded)."""
         first, end = file[0], file[1]
         mkey = b"m" + stream_key.encode()
         with self.write("record a tier-2 file") as txn:
+            if txn.get(_U64.pack(uid), db=self._db[b"segments"]) is None:
+                return 0
             self._put(txn, b"tiering", b"f" + _U64.pack(uid) + _U64.pack(first),
                       _TIER_FILE.pack(*file[1:]))
             self._tiering_put(txn, uid, end, None)

@@ -14,8 +14,10 @@ Invariants:
      forgets the copy, and publishes every manifest version taken but not published: after it
      no file of tier 2 is outside LMDB and the manifests, and no event is in two files.
   3. A copy starts at the later of the segment's tiered end and its head (data past retention
-     is never uploaded) and ends at the end the caller gives, an event boundary of durable,
-     committed data; the files of a segment never overlap.
+     is never uploaded) and ends at the end the caller gives, an event boundary, but never past
+     the segment's visible length once the journal is made durable (``make_durable``): only
+     durable, committed data is copied, in every durability mode. The files of a segment never
+     overlap, and a data file is never written over another (exclusive puts).
   4. A failed copy leaves nothing behind: its file is deleted (or, if that fails too, left to
      ``recover`` as a started copy) and the error reaches the caller.
 
@@ -30,7 +32,8 @@ import time
 from typing import TYPE_CHECKING
 
 from .layout import file_name, manifest_dir, parse_manifest_name, segment_dir
-from .manifest import Manifest, SegmentNode, TieredFile, publish_manifest
+from ..errors import AlreadyExistsError, CorruptDataError, StreamNotFoundError
+from .manifest import Manifest, SegmentNode, TieredFile, latest_manifest, publish_manifest
 from .parquetfile import verify_segment_file, write_segment_file
 from .rows import segment_rows
 from .target import Tier2Target
@@ -75,27 +78,39 @@ class Copier:
     # ------------------------------------------------------------------ copying
     def copy(self, st: "StreamState", seg: "Segment", end: int) -> TieredFile | None:
         """Copy ``seg``'s committed data from where its tiered data ends (or its head) to
-        ``end`` as one file and publish the stream's manifest (invariants 1, 3); None if there
-        is nothing to copy."""
-        meta = self._engine.meta
+        ``end`` (at most its durable visible length) as one file and publish the stream's
+        manifest (invariants 1, 3); None if there is nothing to copy or the stream was
+        deleted meanwhile."""
+        e = self._engine
+        meta = e.meta
         with self.lock:
+            # only durable data goes to tier 2, whatever the durability mode (invariant 3)
+            e.journal.make_durable(e.journal.written(), f"tier-2 copy of {st.key}")
+            end = min(end, e.index.visible_length(seg, e.journal.acked()))
             tiered, left = meta.tiering_segment(seg.uid)
             if left is not None:  # a copy that failed and could not be undone then
                 self._delete_copy(st, seg.segment_id, left)
                 meta.tiering_abort(seg.uid, tiered)
             start = max(tiered, st.head.get(seg.segment_id, 0))
-            if end <= start:
-                return None
-            meta.tiering_begin(seg.uid, tiered, (start, end))  # step 1
+            if end <= start or st.deleted or not meta.tiering_begin(seg.uid, tiered, (start, end)):
+                return None  # (1: the copy is recorded as started)
             try:
-                rows = segment_rows(self._engine, seg, start, end, fallback_ns=time.time_ns())
+                rows = segment_rows(e, seg, start, end, fallback_ns=seg.created_ns)
                 f = write_segment_file(self.target, st.scope, st.name, seg.segment_id, rows)  # 2
+                if (f.first, f.end) != (start, end):
+                    raise CorruptDataError(f"tier-2 copy of segment {seg.name}: the file holds "
+                                           f"[{f.first}, {f.end}), not [{start}, {end})")
                 verify_segment_file(self.target, st.scope, st.name, f)
-            except BaseException:
+                version = meta.tiering_finish(seg.uid, st.key, (f.first, f.end, f.events,  # 3
+                                                                f.size, f.min_write_us,
+                                                                f.max_write_us))
+                if not version:
+                    raise StreamNotFoundError(f"stream {st.key} was deleted during a tier-2 copy")
+            except BaseException as exc:
                 self._forget(seg, tiered, (start, end), st)
+                if isinstance(exc, StreamNotFoundError):
+                    return None
                 raise
-            version = meta.tiering_finish(seg.uid, st.key, (f.first, f.end, f.events, f.size,  # 3
-                                                            f.min_write_us, f.max_write_us))
             self._publish(st, version)  # 4
             LOG.debug("tiered %s/%s segment %d [%d, %d): %d events, %d bytes", st.scope, st.name,
                       seg.segment_id, f.first, f.end, f.events, f.size)
@@ -119,12 +134,18 @@ class Copier:
             if entry == name or (entry.startswith("_stage.") and entry.endswith(f".{name}.partial")):
                 self.target.delete(f"{rel_dir}/{entry}")
 
-    def _publish(self, st: "StreamState", version: int) -> None:
-        """Publish manifest ``version`` of ``st`` and record it published; a version already
-        in tier 2 (published before a crash) is only recorded."""
+    def _publish(self, st: "StreamState", version: int, *, after_crash: bool = False) -> None:
+        """Publish manifest ``version`` of ``st`` and record it published. After a crash the
+        version may be in tier 2 already (published, not recorded): then it is only recorded,
+        if it lists the files LMDB does; any other manifest of that version is not ours
+        (AlreadyExistsError)."""
+        m = self.manifest(st, version)
         try:
-            publish_manifest(self.target, self.manifest(st, version))
-        except FileExistsError:  # AlreadyExistsError: written before a crash, not recorded
+            publish_manifest(self.target, m)
+        except AlreadyExistsError:
+            there = latest_manifest(self.target, st.scope, st.name) if after_crash else None
+            if there is None or there.version != version or there.files != m.files:
+                raise
             LOG.info("tier-2 manifest %d of %s was published before a crash", version, st.key)
         self._engine.meta.manifest_published(st.key, version)
 
@@ -136,7 +157,10 @@ class Copier:
         with self.lock:
             for uid, (end, copy) in sorted(meta.tiering_segments().items()):
                 seg = e.segment(uid)
-                if copy is None or seg is None:
+                if copy is None:
+                    continue
+                if seg is None:  # its stream was deleted: its tier-2 data goes with the stream
+                    meta.tiering_abort(uid, end)
                     continue
                 LOG.info("removing the unfinished tier-2 copy of %s segment %d [%d, %d)",
                          seg.stream.key, seg.segment_id, *copy)
@@ -149,4 +173,4 @@ class Copier:
                     for entry in self.target.list(rel_dir):
                         if entry.startswith("_stage.") and parse_manifest_name(entry) is None:
                             self.target.delete(f"{rel_dir}/{entry}")
-                    self._publish(st, version)
+                    self._publish(st, version, after_crash=True)

@@ -14,8 +14,9 @@ Invariants:
      (DuckDB's included) matches it.
   3. A stream's manifests live in ``scope=<scope>/stream=<stream>/_manifest/<version>.json``,
      the version zero-padded to ``VERSION_DIGITS`` digits; the highest version wins.
-  4. Scope and stream names are valid names (``names``): they contain no ``/``, ``=`` or ``..``,
-     so no path built here leaves the tier-2 root.
+  4. Scope and stream names are valid names (``names``): letters, digits, ``.`` and ``-``,
+     never ``.`` or ``..`` alone, never a leading ``.``, ``-`` or ``_``; with no ``/`` or ``=``
+     no path built here leaves the tier-2 root.
 
 Thread-safety: pure functions and immutable constants.
 """
@@ -64,8 +65,8 @@ SCHEMA = pa.schema(
     ]
 )
 
-_FILE = re.compile(r"(\d{%d})-(\d{%d})\.parquet" % (OFFSET_DIGITS, OFFSET_DIGITS))
-_MANIFEST = re.compile(r"(\d{%d})\.json" % VERSION_DIGITS)
+_FILE = re.compile(r"([0-9]{%d})-([0-9]{%d})\.parquet" % (OFFSET_DIGITS, OFFSET_DIGITS))
+_MANIFEST = re.compile(r"([0-9]{%d})\.json" % VERSION_DIGITS)  # ASCII digits only
 _MAX_OFFSET = (1 << 63) - 1  # offsets are int64 in the files
 
 

@@ -10,7 +10,8 @@ Invariants:
   2. ``Manifest.parse`` accepts only what ``Manifest.to_json`` can produce for a consistent
      manifest: exact types (ints are never bools, 0 <= n < 2**63), valid names, key ranges in
      [0, 1], segment ids unique, every file and head entry on a listed segment, files sorted by
-     segment and then offset and not overlapping, each file's name its offset range. Anything
+     segment and then offset and not overlapping and holding at least one event, each file's
+     name its offset range; the text is strict UTF-8. Anything
      else raises CorruptDataError naming the manifest; a newer layout, FormatVersionError. Keys
      it does not know are ignored (additions within a layout version stay readable).
   3. No manifest larger than ``MAX_MANIFEST_BYTES`` is read (the size is checked first).
@@ -135,7 +136,7 @@ class Manifest:
         if len(data) > MAX_MANIFEST_BYTES:
             raise CorruptDataError(f"tier-2 manifest {where} is larger than {MAX_MANIFEST_BYTES:,} bytes")
         try:
-            doc = json.loads(data, parse_constant=_no_constant)
+            doc = json.loads(bytes(data).decode("utf-8"), parse_constant=_no_constant)
         except (ValueError, RecursionError) as exc:  # UnicodeDecodeError is a ValueError
             raise CorruptDataError(f"tier-2 manifest {where} is not valid JSON ({exc}): it is "
                                    "damaged; the previous version is still readable") from exc
@@ -183,6 +184,8 @@ def _ints(obj: object, key: str) -> tuple[int, ...]:
 def _key(obj: object, key: str) -> float:
     v = _get(obj, key, (int, float))
     assert isinstance(v, (int, float))
+    if isinstance(v, int) and not 0 <= v <= 1:  # (float() of a huge int would overflow)
+        raise CorruptDataError(f"{key!r} = {v!r} is not in [0, 1]")
     if not (math.isfinite(v) and 0.0 <= v <= 1.0):
         raise CorruptDataError(f"{key!r} = {v!r} is not in [0, 1]")
     return float(v)
@@ -230,6 +233,8 @@ def _decode_file(f: object) -> TieredFile:
                     _int(f, "size"), _int(f, "min_write_us"), _int(f, "max_write_us"))
     if not tf.first < tf.end:
         raise CorruptDataError(f"file range [{tf.first}, {tf.end}) is empty")
+    if tf.events < 1 or tf.size < 1:
+        raise CorruptDataError(f"file {tf.name}: a tiered file holds at least one event and byte")
     if tf.min_write_us > tf.max_write_us:
         raise CorruptDataError(f"file {tf.name}: write times out of order")
     if _get(f, "name", str) != tf.name:

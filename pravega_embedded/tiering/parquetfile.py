@@ -18,7 +18,9 @@ from __future__ import annotations
 
 import io
 import json
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
+from typing import Any
 
 import pyarrow as pa
 import pyarrow.compute as pc
@@ -58,8 +60,9 @@ def file_rel(scope: str, stream: str, f: TieredFile) -> str:
 
 def write_segment_file(target: Tier2Target, scope: str, stream: str, segment_id: int,
                        rows: SegmentRows) -> TieredFile:
-    """Write ``rows`` as one file of ``segment_id`` (invariant 1), published complete
-    (``Tier2Target.put``); returns its manifest entry."""
+    """Write ``rows`` as one file of ``segment_id`` (invariant 1), published complete and only
+    if no file of that name is there (``Tier2Target.put``, AlreadyExistsError); returns its
+    manifest entry."""
     first = rows.offsets[0]
     name = file_name(first, rows.end)  # checks the range
     table = pa.table(
@@ -77,7 +80,9 @@ def write_segment_file(target: Tier2Target, scope: str, stream: str, segment_id:
     data = buf.getvalue()
     tf = TieredFile(segment_id, first, rows.end, len(rows.offsets), len(data),
                     min(rows.write_us), max(rows.write_us))
-    target.put(f"{segment_dir(scope, stream, segment_id)}/{name}", data)
+    # exclusive: a file of that name in tier 2 is not ours to replace (a crashed copy's file is
+    # deleted before its range is copied again, copier invariant 2)
+    target.put(f"{segment_dir(scope, stream, segment_id)}/{name}", data, exclusive=True)
     return tf
 
 
@@ -86,21 +91,16 @@ def read_segment_file(target: Tier2Target, scope: str, stream: str, f: TieredFil
     """The events of ``f`` with ``start <= offset < end`` (invariant 2), in ``SCHEMA``."""
     rel = file_rel(scope, stream, f)
     where = target.where(rel)
-    try:
-        with target.fs.open(f"{target.root}/{rel}", "rb") as fh:
+    with _opened(target, rel) as fh:
+        try:
             pf = pq.ParquetFile(fh)
             _check(pf, f, scope, stream, where)
             groups = _groups(pf, start, end)
             table = pf.read_row_groups(groups) if groups else SCHEMA.empty_table()
-    except (CorruptDataError, pa.ArrowInvalid) as exc:
-        if isinstance(exc, CorruptDataError):
+        except CorruptDataError:
             raise
-        raise CorruptDataError(f"tier-2 file {where} is not a readable Parquet file ({exc})") from exc
-    except FileNotFoundError as exc:
-        raise CorruptDataError(f"tier-2 file {where} is in the manifest but missing: it was "
-                               "deleted by hand or by another program") from exc
-    except Exception as exc:  # noqa: BLE001 - every file-system failure is translated here
-        raise tier2_error(exc, "read a tier-2 file", url=where) from exc
+        except Exception as exc:  # noqa: BLE001 - translated in one place
+            raise _parse_error(exc, where, "read a tier-2 file") from exc
     table = table.replace_schema_metadata(None)
     if start > f.first or (end is not None and end < f.end):
         offs = table.column("offset")
@@ -118,18 +118,46 @@ def verify_segment_file(target: Tier2Target, scope: str, stream: str, f: TieredF
     where = target.where(rel)
     try:
         size = target.fs.size(f"{target.root}/{rel}")
-        if size != f.size:
-            raise CorruptDataError(f"tier-2 file {where} has {size} bytes, not the {f.size} written")
-        with target.fs.open(f"{target.root}/{rel}", "rb") as fh:
-            _check(pq.ParquetFile(fh), f, scope, stream, where)
-    except CorruptDataError:
-        raise
-    except pa.ArrowInvalid as exc:
-        raise CorruptDataError(f"tier-2 file {where} is not a readable Parquet file ({exc})") from exc
     except FileNotFoundError as exc:
         raise CorruptDataError(f"tier-2 file {where} is missing right after it was written") from exc
     except Exception as exc:  # noqa: BLE001 - every file-system failure is translated here
         raise tier2_error(exc, "check a tier-2 file", url=where) from exc
+    if size != f.size:
+        raise CorruptDataError(f"tier-2 file {where} has {size} bytes, not the {f.size} written")
+    with _opened(target, rel) as fh:
+        try:
+            _check(pq.ParquetFile(fh), f, scope, stream, where)
+        except CorruptDataError:
+            raise
+        except Exception as exc:  # noqa: BLE001 - translated in one place
+            raise _parse_error(exc, where, "check a tier-2 file") from exc
+
+
+@contextmanager
+def _opened(target: Tier2Target, rel: str) -> Iterator[Any]:
+    """The file at ``rel`` open for reading: CorruptDataError if it is missing (the manifest
+    lists it), StorageError if tier 2 fails to open it."""
+    where = target.where(rel)
+    try:
+        fh = target.fs.open(f"{target.root}/{rel}", "rb")
+    except FileNotFoundError as exc:
+        raise CorruptDataError(f"tier-2 file {where} is in the manifest but missing: it was "
+                               "deleted by hand or by another program") from exc
+    except Exception as exc:  # noqa: BLE001 - every file-system failure is translated here
+        raise tier2_error(exc, "open a tier-2 file", url=where) from exc
+    with fh:
+        yield fh
+
+
+def _parse_error(exc: BaseException, where: str, what: str) -> Exception:
+    """What a failure while pyarrow parses an open file is: pyarrow's complaints about the
+    bytes (ArrowInvalid, or an OSError without an error number, such as "Couldn't deserialize
+    thrift") are CorruptDataError; an OS or network error with a number, or anything else from
+    the file system, is a StorageError."""
+    if isinstance(exc, pa.ArrowInvalid) or (isinstance(exc, OSError) and exc.errno is None):
+        return CorruptDataError(f"tier-2 file {where} is not a readable Parquet file of this "
+                                f"layout ({exc}): it is damaged or was replaced")
+    return tier2_error(exc, what, url=where)
 
 
 def _check(pf: pq.ParquetFile, f: TieredFile, scope: str, stream: str, where: str) -> None:

@@ -11,7 +11,8 @@ Invariants:
      gap and nothing more, so ``rows.end == end``.
   2. A row's write time is its section's (``IndexEntry.write_ns``: the record that put it in the
      segment); a section of unknown time (written before metadata format 5) takes the time of
-     the nearest row before it in the same range, else ``fallback_ns``.
+     the nearest row before it in the same range, else ``fallback_ns`` (the copier gives the
+     segment's creation time).
 
 Thread-safety: reads only; any thread (as ``SegmentSource``).
 """

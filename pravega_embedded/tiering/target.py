@@ -34,6 +34,10 @@ from .layout import stage_name
 __all__ = ["Tier2Target"]
 
 
+class _Exists(Exception):
+    """An exclusive put found the file there (only that: not any FileExistsError on the way)."""
+
+
 class Tier2Target:
     """A tier-2 root: ``Tier2Target("./data/tier2")``, ``Tier2Target("s3://bucket/prefix",
     {"client_kwargs": {...}})``."""
@@ -80,11 +84,11 @@ class Tier2Target:
                 self._put_local(path, data, exclusive)
             else:
                 if exclusive and self.fs.exists(path):
-                    raise FileExistsError(errno.EEXIST, "exists", path)
+                    raise _Exists(path)
                 parent = path.rsplit("/", 1)[0]
                 self.fs.makedirs(parent, exist_ok=True)
                 self.fs.pipe_file(path, data)
-        except FileExistsError as exc:
+        except _Exists as exc:
             raise AlreadyExistsError(f"tier-2 file {self.where(rel)} exists already") from exc
         except Exception as exc:  # noqa: BLE001 - every file-system failure is translated here
             raise tier2_error(exc, "write a tier-2 file", url=self.where(rel)) from exc
@@ -104,7 +108,10 @@ class Tier2Target:
             finally:
                 os.close(fd)
             if exclusive:
-                os.link(tmp, path)  # EEXIST instead of replacing
+                try:
+                    os.link(tmp, path)  # EEXIST instead of replacing
+                except FileExistsError as exc:
+                    raise _Exists(path) from exc
                 os.unlink(tmp)
             else:
                 os.replace(tmp, path)
@@ -154,7 +161,7 @@ class Tier2Target:
                 raise CorruptDataError(f"tier-2 file {self.where(rel)} is {size:,} bytes, more than "
                                        f"the {max_bytes:,} such a file may have: it is damaged or "
                                        "not ours")
-            data = self.fs.cat_file(path)
+            data = self.fs.cat_file(path, start=0, end=max_bytes + 1)
         except FileNotFoundError:
             return None
         except CorruptDataError:

@@ -140,3 +140,29 @@ def test_a_store_of_the_previous_release_opens_and_upgrades(old_release, tmp_pat
             b"after-upgrade" in [e.event for e in s.read_slice("up", "ev")]
         assert s.create_byte_stream("up", "bytes").read()[-8:] == b"tailmore"
     assert "refused" in _run_old(old_release, READ, str(store))  # the old release says no
+
+
+CRASH_AT_UPGRADE = textwrap.dedent("""
+    import os, sys
+    import pravega_embedded as pe
+    from pravega_embedded.engine import Engine
+    Engine.checkpoint = lambda self, *a, **k: os._exit(0)  # dies at the open's first checkpoint
+    pe.open(sys.argv[1])
+""")
+
+
+def test_a_crash_while_opening_an_old_store_leaves_it_openable(old_release, tmp_path):
+    """The upgrade starts a journal file of the current format before the open's first
+    checkpoint; a crash in between leaves the old format's last file (no ROLL record) followed
+    by a new, empty one, both scanned at the next open."""
+    store = tmp_path / "store"
+    _run_old(old_release, WRITE, str(store), "checkpointed")
+    out = subprocess.run([sys.executable, "-c", CRASH_AT_UPGRADE, str(store)], capture_output=True,
+                         text=True, timeout=300, cwd=ROOT)
+    assert out.returncode == 0, out.stderr
+    newest = sorted((store / "journal").glob("*.pej"))[-1]
+    assert int.from_bytes(newest.read_bytes()[8:12], "little") == 3  # the new file is there
+    with pe.open(store) as s:
+        evs = [e.event[:7] for e in s.read_slice("up", "ev") if e.event.startswith(b"e-")]
+        assert sorted(evs) == [b"e-%05d" % i for i in range(3500)]
+        assert s.create_byte_stream("up", "bytes").read() == b"0123456789" * 1000 + b"tail"

@@ -134,16 +134,23 @@ CRASH = textwrap.dedent("""
     w.flush()
     def die(*a, **k):
         os._exit(0)
+    real_link = os.link
+    def die_at_link(suffix):  # files are staged, then published by a hard link
+        def link(src, dst, *a, **k):
+            if str(dst).endswith(suffix):
+                os._exit(0)
+            return real_link(src, dst, *a, **k)
+        return link
     if point == "before-put":
         cp.write_segment_file = die
     elif point == "staged":
-        tg.os.replace = die
+        tg.os.link = die_at_link(".parquet")
     elif point == "published":
         cp.verify_segment_file = die
     elif point == "finished":
         cp.publish_manifest = die
     elif point == "manifest-staged":
-        tg.os.link = die  # the manifest is staged, then published by a hard link
+        tg.os.link = die_at_link(".json")
     c.copy(st, seg, e.index.visible_length(seg, e.journal.acked()))
     print("copied", flush=True)
     os._exit(0)
@@ -158,6 +165,15 @@ def test_a_copy_killed_at_each_step_leaves_no_orphan_and_no_duplicate(tmp_path, 
                          capture_output=True, text=True, timeout=300, cwd=REPO)
     assert out.returncode == 0, out.stderr
     assert ("copied" in out.stdout) == (point == "none")
+    # the process died where it was meant to: what it left in tier 2 shows it
+    staged_data = [p for p in root.rglob("_stage.*.parquet.partial")]
+    staged_manifests = [p for p in root.rglob("_stage.*.json.partial")]
+    data = [p for p in _parquet_files(root) if p.name.endswith(".parquet")]
+    manifests = sorted(p.name for p in root.rglob("_manifest/*.json"))
+    assert bool(staged_data) == (point == "staged")
+    assert bool(staged_manifests) == (point == "manifest-staged")
+    assert len(data) == (1 if point in ("before-put", "staged") else 2)
+    assert len(manifests) == (2 if point == "none" else 1)
     target = Tier2Target(str(root))
     with pe.open(tmp_path / "s") as store:
         copier = Copier(store._engine, target)
@@ -207,3 +223,27 @@ def test_a_failed_copy_leaves_nothing_behind_and_says_why(tmp_path, monkeypatch)
         assert len(_copy_all(store, copier, "ev")) == 1
         assert _tier2_events(root, "ev") == [b"%02d" % i for i in range(50)]
         _check_consistent(store, target, root, "ev")
+
+
+def test_a_copy_stops_at_durable_data_and_skips_a_deleted_stream(tmp_path):
+    root = tmp_path / "t2"
+    target = Tier2Target(str(root))
+    with pe.open(tmp_path / "s", durability="os") as store:
+        store.create_scope("iot")
+        store.create_stream("iot", "ev")
+        with store.create_writer("iot", "ev") as w:
+            for i in range(20):
+                w.write_event(b"%02d" % i, routing_key="k")
+        st = store._engine.streams["iot/ev"]
+        (seg,) = st.segments.values()
+        copier = Copier(store._engine, target)
+        f = copier.copy(st, seg, seg.length + 1000)  # asked past the end: stops at the data's end
+        assert f is not None and f.end == seg.length
+        with store.create_writer("iot", "ev") as w:
+            w.write_event(b"late", routing_key="k")
+        uid = seg.uid
+        store.seal_stream("iot", "ev")
+        store.delete_stream("iot", "ev")
+        assert copier.copy(st, seg, seg.length) is None
+        assert store._engine.meta.tiering_segment(uid) == (0, None)  # nothing left in LMDB
+        assert [p.name for p in _parquet_files(root)] == [f.name]  # (the stream's old file)

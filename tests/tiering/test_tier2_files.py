@@ -191,6 +191,8 @@ def test_a_manifest_copied_under_another_name_is_refused(target):
     lambda d: d.pop("segments"),
     lambda d: d["files"][0].update(min_write_us=T0 + 9),
     lambda d: d["files"][0].update(events=1 << 64),
+    lambda d: d["files"][0].update(events=0),
+    lambda d: d["segments"][0].update(key_low=10 ** 400),  # float() of it would overflow
 ])
 def test_inconsistent_manifests_are_refused(change):
     doc = json.loads(manifest(1, (tfile(0, 0, 100), tfile(0, 100, 250))).to_json())
@@ -223,6 +225,18 @@ def test_fuzzed_manifests_parse_or_raise_corrupt_data(data):
     except CorruptDataError:
         return
     assert Manifest.parse(m.to_json(), "memory://again") == m  # what parses is consistent
+
+
+def test_a_manifest_in_another_encoding_is_refused():
+    text = manifest(1).to_json().decode()
+    with pytest.raises(CorruptDataError):
+        Manifest.parse(text.encode("utf-16"), "memory://utf16")
+    assert Manifest.parse(text.encode("utf-8"), "memory://utf8") == manifest(1)
+
+
+@pytest.mark.parametrize("name", ["\uff10" * 20 + ".json", "\u0660" * 20 + "-" + "\u0665" * 20 + ".parquet"])
+def test_names_with_digits_of_other_scripts_are_not_ours(name):
+    assert parse_manifest_name(name) is None and parse_file_name(name) is None
 
 
 def test_deeply_nested_json_is_corrupt_data_not_a_crash():
@@ -272,9 +286,21 @@ def test_a_replaced_or_missing_data_file_is_corrupt_data(target):
     target.put(file_rel("iot", "sensors", f), b"PAR1 not really")
     with pytest.raises(CorruptDataError):
         read_segment_file(target, "iot", "sensors", f)
+    good = target.read(file_rel("iot", "sensors", other), 1 << 20)
+    target.put(file_rel("iot", "sensors", f), good[:-20] + good[-8:])  # a damaged footer
+    with pytest.raises(CorruptDataError, match="damaged"):
+        read_segment_file(target, "iot", "sensors", f)
     target.delete(file_rel("iot", "sensors", f))
     with pytest.raises(CorruptDataError, match="missing"):
         read_segment_file(target, "iot", "sensors", f)
+
+
+def test_a_data_file_is_never_written_over_another(target):
+    f = write_segment_file(target, "iot", "sensors", 0, rows(10))
+    before = target.read(file_rel("iot", "sensors", f), 1 << 20)
+    with pytest.raises(AlreadyExistsError):
+        write_segment_file(target, "iot", "sensors", 0, rows(10))
+    assert target.read(file_rel("iot", "sensors", f), 1 << 20) == before
 
 
 def test_plain_engines_read_the_folder_and_never_a_staged_file(tmp_path):
