@@ -6,6 +6,8 @@ One run: ``write_event`` of N distinct 100 B payloads over 64 routing keys into 
 stream of a fresh store (default durability), one ``flush()``; then a fresh reader reads them
 back with ``read_next_event(0)``. Prints events/s of both. Run it from two checkouts in turn
 (``PYTHONPATH=<checkout> python bench/hotpath.py before``) to compare builds on the same machine.
+It imports ``pravega_embedded`` from the path it is given, not through ``bench/run.py`` (which
+puts its own checkout first), so one copy of this script measures any build.
 """
 
 from __future__ import annotations

@@ -22,6 +22,15 @@ from pravega_embedded.tiering.target import Tier2Target
 REPO = Path(__file__).resolve().parents[2]
 
 
+def _one_stream(store, n: int) -> None:
+    """Scope iot, stream ev with one segment, ``n`` events written and flushed."""
+    store.create_scope("iot")
+    store.create_stream("iot", "ev")
+    with store.create_writer("iot", "ev") as w:
+        for i in range(n):
+            w.write_event(b"%02d" % i, routing_key="k")
+
+
 def _visible(store, seg) -> int:
     e = store._engine
     return e.index.visible_length(seg, e.journal.acked())
@@ -196,11 +205,7 @@ def test_a_failed_copy_leaves_nothing_behind_and_says_why(tmp_path, monkeypatch)
     root = tmp_path / "t2"
     target = Tier2Target(str(root))
     with pe.open(tmp_path / "s", durability="none") as store:
-        store.create_scope("iot")
-        store.create_stream("iot", "ev")
-        with store.create_writer("iot", "ev") as w:
-            for i in range(50):
-                w.write_event(b"%02d" % i, routing_key="k")
+        _one_stream(store, 50)
         copier = Copier(store._engine, target)
         real_verify = cp.verify_segment_file
 
@@ -229,11 +234,7 @@ def test_a_copy_stops_at_durable_data_and_skips_a_deleted_stream(tmp_path):
     root = tmp_path / "t2"
     target = Tier2Target(str(root))
     with pe.open(tmp_path / "s", durability="os") as store:
-        store.create_scope("iot")
-        store.create_stream("iot", "ev")
-        with store.create_writer("iot", "ev") as w:
-            for i in range(20):
-                w.write_event(b"%02d" % i, routing_key="k")
+        _one_stream(store, 20)
         st = store._engine.streams["iot/ev"]
         (seg,) = st.segments.values()
         copier = Copier(store._engine, target)
