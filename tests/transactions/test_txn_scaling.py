@@ -245,25 +245,32 @@ def test_commits_racing_a_scaler_thread(pe_store, rebases):
     stop = threading.Event()
     failures: list[BaseException] = []
     results: dict[str, int] = {}
+    scales = [0]
+    wanted_scales = 10
 
     def scaler() -> None:
         rnd = random.Random(11)
         try:
             while not stop.is_set():
                 random_scale(pe_store, rnd)
+                scales[0] += 1
                 stop.wait(0.002)
         except BaseException as exc:  # noqa: BLE001
             failures.append(exc)
 
     def committer(t: int) -> None:
+        # Commits go on until the scaler has scaled often enough while they ran: a
+        # loaded machine slows the scaler, and the race needs both sides running.
         rnd = random.Random(100 + t)
         try:
             tw = pe_store.create_transactional_writer(SCOPE, STREAM)
-            for n in range(25):
+            n = 0
+            while n < 25 or (scales[0] < wanted_scales and n < 5000 and not failures):
                 txn = Txn(tw, f"c{t}x{n}")
                 txn.write(rnd, rnd.randrange(1, 120))
                 txn.txn.commit()
                 results[txn.tag] = txn.count
+                n += 1
         except BaseException as exc:  # noqa: BLE001
             failures.append(exc)
 
@@ -273,11 +280,12 @@ def test_commits_racing_a_scaler_thread(pe_store, rebases):
     for c in cs:
         c.start()
     for c in cs:
-        c.join(120)
+        c.join(300)
     stop.set()
     s.join(30)
     assert not failures, failures
-    assert pe_store.stream_info(SCOPE, STREAM).epoch >= 10, "the scaler hardly ran"
+    assert not any(c.is_alive() for c in cs), "a committer did not finish"
+    assert pe_store.stream_info(SCOPE, STREAM).epoch >= wanted_scales, "the scaler hardly ran"
     assert rebases, "no commit found a parent segment sealed: the race was not exercised"
     verify(pe_store, results, {})
 
