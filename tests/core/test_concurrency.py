@@ -46,8 +46,10 @@ def test_writers_and_tailing_reader(durable_store):
         t.start()
     for t in wts:
         t.join(120)
-    rt.join(60)
+        assert not t.is_alive(), "a writer thread hung"
+    rt.join(120)
     done.set()
+    assert not rt.is_alive(), "the reader did not see every event in 120 s"
     assert not errors_seen, errors_seen
     assert len(got) == WRITERS * (EVENTS + EVENTS // 1000)
     assert len({(e.segment_id, e.offset) for e in got}) == len(got)  # each event once

@@ -289,6 +289,7 @@ def test_a_reader_never_sees_half_of_a_merged_large_event(monkeypatch):
             w.write_event(big, routing_key="k")
         w.flush()
         stop.set()
-        t.join(30)
+        t.join(120)
+        assert not t.is_alive(), "the reader did not get the 3 events in 120 s"
     assert not errors, errors
     assert got == [len(big)] * 3

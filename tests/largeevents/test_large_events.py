@@ -295,7 +295,8 @@ def test_concurrent_writers_of_large_events(store):
     for t in threads:
         t.start()
     for t in threads:
-        t.join(60)
+        t.join(120)
+        assert not t.is_alive(), "a writer thread hung"
     assert not failures, failures
     evs = list(store.read_slice(SCOPE, "s"))
     assert Counter(e.event for e in evs) == Counter(ev for p in plans.values() for _, ev in p)

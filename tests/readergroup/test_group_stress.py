@@ -109,18 +109,20 @@ def test_random_joins_leaves_and_offline_readers_while_writers_run(tmp_path, see
             elif action == "leave" and len(alive) > 1:
                 t = rng.choice(alive)
                 t.leave.set()
-                t.join(10)
+                t.join(120)
+                assert not t.is_alive(), f"{t.rid} did not leave"  # its id is free only once it is gone
                 del live[t.rid]
             elif action == "offline" and len(alive) > 1:
                 t = rng.choice(alive)
                 t.pause.set()
-                if not t.paused.wait(5):
+                if not t.paused.wait(60):
                     continue
                 segs = g._gs.state["readers"][t.rid]["segments"]  # quiescent: exact window
                 windows[t.session] = {int(k.rsplit("/", 1)[1]): off for k, off in segs.items()}
                 g.reader_offline(t.rid)
                 t.resume.set()
-                t.join(10)
+                t.join(120)
+                assert not t.is_alive(), f"{t.rid} did not stop after it was put offline"
                 assert t.offlined, "a reader put offline raises ReaderNotInGroupError"
                 del live[t.rid]
             elif action == "checkpoint":

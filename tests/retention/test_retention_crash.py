@@ -252,6 +252,23 @@ def _wait_ready(proc: subprocess.Popen, ack_log: Path, before: int, err: Path) -
         time.sleep(0.01)
 
 
+ACKED_PER_RUN = 4 << 20  # acknowledged bytes per ready run, so the volume written is machine-independent
+
+
+def acked_bytes(log: AckLog) -> int:
+    """Bytes of ``rc/ret`` events up to each writer's last acknowledged sequence."""
+    return sum(len(payload(w, s, key_of(w, s))) for w in WRITERS for s in range(log.last(w) + 1))
+
+
+def _wait_acked(proc: subprocess.Popen, ack_log: Path, goal: int, err: Path) -> None:
+    deadline = time.monotonic() + 60  # only bounds a hang: a loaded machine writes more slowly
+    while acked_bytes(AckLog(ack_log)) < goal:
+        if proc.poll() is not None:
+            pytest.fail(f"child exited with {proc.returncode} while writing:\n{err.read_text()}")
+        assert time.monotonic() < deadline, f"the child acknowledged < {goal} bytes in 60 s"
+        time.sleep(0.1)
+
+
 @pytest.mark.slow
 def test_sigkill_during_retention_and_reclaim(tmp_path):
     store_dir, ack_log = tmp_path / "store", tmp_path / "acks"
@@ -260,6 +277,7 @@ def test_sigkill_during_retention_and_reclaim(tmp_path):
     hand_truncated = False
     max_disk = 0
     kills = []
+    ready_runs = 0
     for it in range(ITERATIONS):
         truncate = it >= 4 and rnd.random() < 0.6
         keep = rnd.random() < 0.4
@@ -275,6 +293,9 @@ def test_sigkill_during_retention_and_reclaim(tmp_path):
                 delay = rnd.uniform(0.05, 0.5)
             else:
                 _wait_ready(proc, ack_log, before, err)
+                ready_runs += 1
+                # the runs so far wrote their share of data (the checks after the loop need it)
+                _wait_acked(proc, ack_log, ready_runs * ACKED_PER_RUN, err)
                 delay = rnd.uniform(0.2, 1.5)
             time.sleep(delay)
             proc.send_signal(signal.SIGKILL)

@@ -62,7 +62,11 @@ class Load:
             with self.store.create_writer(SCOPE, self.name) as w:
                 t0, n = time.monotonic(), 0
                 while not self.stop_ev.is_set():
-                    due = int((time.monotonic() - t0) * self.rate)
+                    now = time.monotonic()
+                    # after a stall, drop the missed ticks (at most 50 ms of backlog): a burst
+                    # would read as a spike to the auto-scaler
+                    t0 = max(t0, now - n / self.rate - 0.05)
+                    due = int((now - t0) * self.rate)
                     while n < due:
                         ev = f"{n}:".encode().ljust(self.size, b"x")
                         w.write_event(ev, routing_key=f"k{rnd.randrange(1000)}")
@@ -125,10 +129,10 @@ def counts(i: pe.StreamInfo) -> list[int]:
 def test_a_spike_splits_hot_segments_and_a_lull_merges_them_back(store):
     s = stream(store, "x", pe.ScalingPolicy.by_event_rate(target_rate=50, scale_factor=2, min_segments=1))
     load = Load(store, s, rate=1000)
-    wait_until(lambda: count(store, s) >= 4, 5, "splits under a spike")
+    wait_until(lambda: count(store, s) >= 4, 60, "splits under a spike")
     load.stop()
     peak = max(counts(info(store, s)))
-    wait_until(lambda: count(store, s) == 1, 8, "merges back to one segment in the lull")
+    wait_until(lambda: count(store, s) == 1, 60, "merges back to one segment in the lull")
     i = info(store, s)
     assert counts(i)[0] == 1 and max(counts(i)) == peak >= 4
     assert min(counts(i)) >= 1
@@ -144,9 +148,9 @@ def test_scale_factor_three_and_min_segments_two(store):
     s = stream(store, "x", pe.ScalingPolicy.by_event_rate(target_rate=50, scale_factor=3, min_segments=2))
     assert count(store, s) == 2
     load = Load(store, s, rate=1200)
-    wait_until(lambda: count(store, s) >= 6, 5, "splits into thirds")
+    wait_until(lambda: count(store, s) >= 6, 60, "splits into thirds")
     load.stop()
-    wait_until(lambda: count(store, s) == 2, 8, "merges back to min_segments")
+    wait_until(lambda: count(store, s) == 2, 60, "merges back to min_segments")
     i = info(store, s)
     splits, merges = shapes(i, 3)
     assert splits >= 2 and merges >= 2
@@ -156,7 +160,7 @@ def test_scale_factor_three_and_min_segments_two(store):
     epoch = i.epoch
     ctl = stream(store, "ctl", pe.ScalingPolicy.by_event_rate(target_rate=50, scale_factor=3, min_segments=1))
     store.scale_stream(SCOPE, ctl, seal=[0], new_ranges=[(0.0, 0.5), (0.5, 1.0)])
-    wait_until(lambda: count(store, ctl) == 1, 5, "the control stream to merge")
+    wait_until(lambda: count(store, ctl) == 1, 60, "the control stream to merge")
     assert info(store, s).epoch == epoch and count(store, s) == 2
 
 
@@ -167,11 +171,11 @@ def test_every_split_found_in_one_check_is_one_scale(store):
     w = store.watch_segments(SCOPE, s, initial=False)
     load = Load(store, s, rate=1000)
     try:
-        first = w.get(timeout=5)
+        first = w.get(timeout=60)
     finally:
         load.stop()
         w.close()
-    assert first is not None, "no scaling in 5 s"
+    assert first is not None, "no scaling in 60 s"
     assert (first.epoch, first.previous_count, first.segment_count, first.delta) == (1, 4, 8, 4)
     i = info(store, s)
     assert counts(i)[:2] == [4, 8]
@@ -181,9 +185,9 @@ def test_every_split_found_in_one_check_is_one_scale(store):
 def test_by_data_rate_spike_splits_and_lull_merges(store):
     s = stream(store, "x", pe.ScalingPolicy.by_data_rate(target_kib_per_s=20, scale_factor=2, min_segments=1))
     load = Load(store, s, rate=200, size=2048)  # ~400 KiB/s
-    wait_until(lambda: count(store, s) >= 4, 5, "splits under a data-rate spike")
+    wait_until(lambda: count(store, s) >= 4, 60, "splits under a data-rate spike")
     load.stop()
-    wait_until(lambda: count(store, s) == 1, 8, "merges in the lull")
+    wait_until(lambda: count(store, s) == 1, 60, "merges in the lull")
     i = info(store, s)
     splits, merges = shapes(i, 2)
     assert splits >= 2 and merges >= 2 and min(counts(i)) >= 1
@@ -199,7 +203,7 @@ def test_data_rate_meters_bytes_and_event_rate_meters_events(store):
     loads = [Load(store, ev_hot, 1000, 8), Load(store, by_cool, 1000, 8, seed=2),
              Load(store, by_hot, 100, 8192, seed=3), Load(store, ev_cool, 100, 8192, seed=4)]
     try:
-        wait_until(lambda: info(store, ev_hot).epoch >= 2 and info(store, by_hot).epoch >= 2, 6,
+        wait_until(lambda: info(store, ev_hot).epoch >= 2 and info(store, by_hot).epoch >= 2, 60,
                    "the hot streams to split twice")
         assert info(store, by_cool).epoch == 0 and info(store, ev_cool).epoch == 0
     finally:
@@ -220,7 +224,7 @@ def test_fixed_and_sealed_streams_never_auto_scale(store):
     loads = [Load(store, hot, 1000), Load(store, f1, 1000, seed=2), Load(store, f3, 1000, seed=3)]
     try:
         # controls: the same load splits a rate stream twice, an idle one merges
-        wait_until(lambda: info(store, hot).epoch >= 2 and count(store, idle) == 1, 6,
+        wait_until(lambda: info(store, hot).epoch >= 2 and count(store, idle) == 1, 60,
                    "the rate streams to scale")
         assert info(store, f1).epoch == 0 and count(store, f1) == 1
         assert info(store, f3).epoch == 0 and count(store, f3) == 3
@@ -236,14 +240,14 @@ def test_switching_a_stream_to_fixed_stops_auto_scaling(store):
     ctl = stream(store, "ctl", pe.ScalingPolicy.by_event_rate(target_rate=50))
     loads = [Load(store, s, 1000), Load(store, ctl, 1000, seed=2)]
     try:
-        wait_until(lambda: info(store, s).epoch >= 1, 5, "a first split")
+        wait_until(lambda: info(store, s).epoch >= 1, 60, "a first split")
         n = count(store, s)
         # fixed(n) with the current count: no rescale (the ranges may be unequal after splits
         # of different segments, so only when they are equal is this a no-op); then frozen
         store.update_stream(SCOPE, s, pe.StreamConfiguration(scaling=pe.ScalingPolicy.fixed(n)))
         epoch = info(store, s).epoch
         e0 = info(store, ctl).epoch
-        wait_until(lambda: info(store, ctl).epoch >= e0 + 2, 6, "the control stream to go on scaling")
+        wait_until(lambda: info(store, ctl).epoch >= e0 + 2, 60, "the control stream to go on scaling")
         assert info(store, s).epoch == epoch
     finally:
         for ld in loads:
@@ -259,7 +263,7 @@ def test_no_segment_is_scaled_before_the_cooldown_since_its_creation():
         s = stream(store, "x", pe.ScalingPolicy.by_event_rate(target_rate=20))
         load = Load(store, s, 2000)
         try:
-            wait_until(lambda: info(store, s).epoch >= 3, 8, "three scalings")
+            wait_until(lambda: info(store, s).epoch >= 3, 60, "three scalings")
         finally:
             load.stop()
         i = info(store, s)
@@ -288,7 +292,7 @@ def test_a_steady_load_between_half_and_full_target_settles_without_flapping(sto
     s = stream(store, "x", pe.ScalingPolicy.by_event_rate(target_rate=100, scale_factor=2, min_segments=1))
     load = Load(store, s, rate=140)
     try:
-        wait_until(lambda: count(store, s) == 2, 5, "the first split")
+        wait_until(lambda: count(store, s) == 2, 60, "the first split")
         split_epoch = info(store, s).epoch
         # give the halves 3 x w3 at the steady load (an observation window, not a timing claim)
         end = time.monotonic() + 2.4

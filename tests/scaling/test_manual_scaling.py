@@ -754,7 +754,8 @@ def test_concurrent_scale_requests_serialize(store):
     for _ in range(20):
         w.write(20)
     for t in threads:
-        t.join(60)
+        t.join(120)
+        assert not t.is_alive(), "a scaler thread hung"
     w.close()
     assert not errs, errs
     i = info(store)

@@ -153,12 +153,19 @@ def test_sigkill_while_writing_and_scaling(tmp_path):
     env = dict(os.environ, PYTHONPATH=os.pathsep.join([str(CHILD.parent)] + sys.path))
     mid_scale = 0
     for it in range(ITERATIONS):
+        scaled_before = Log(ack_log).scaled
         proc = subprocess.Popen([sys.executable, str(CHILD), str(store_dir), str(ack_log), str(it)], env=env)
         try:
-            deadline = time.monotonic() + 30
+            deadline = time.monotonic() + 60
             while it not in Log(ack_log).ready:
                 assert proc.poll() is None, f"child {it} exited with {proc.returncode}: {Log(ack_log).errors}"
                 assert time.monotonic() < deadline, "child never got ready"
+                time.sleep(0.01)
+            # every run scales at least once, however slow the machine (checked after the loop)
+            deadline = time.monotonic() + 60
+            while Log(ack_log).scaled <= scaled_before:
+                assert proc.poll() is None, f"child {it} exited with {proc.returncode}: {Log(ack_log).errors}"
+                assert time.monotonic() < deadline, f"child {it} acknowledged no scale in 60 s"
                 time.sleep(0.01)
             time.sleep(rnd.uniform(0.05, 0.6))  # a random moment to kill at
             assert proc.poll() is None, f"child {it} died by itself ({proc.returncode}): {Log(ack_log).errors}"

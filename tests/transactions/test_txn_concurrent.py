@@ -79,18 +79,18 @@ def test_concurrent_transactions_some_aborted(store_path):
         make_stream(store, SCOPE, STREAM, 4)
         outcome: dict[str, int] = {}
         errors: list[BaseException] = []
-        stop = threading.Event()
+        stop = threading.Event()  # stops the plain writer
+        tail: list[pe.StreamCut] = []  # the stream's tail once every writer is done
         followed: list[pe.EventRead] = []
 
         def follow() -> None:
             try:
                 with store.create_reader(SCOPE, STREAM) as r:
-                    while not stop.is_set():
+                    # follow the stream until its final tail is known and reached
+                    while not (tail and r.position() >= tail[0]):
                         ev = r.read_next_event(0.05)
                         if ev is not None:
                             followed.append(ev)
-                    while (ev := r.read_next_event(0.2)) is not None:
-                        followed.append(ev)
             except BaseException as exc:  # noqa: BLE001
                 errors.append(exc)
 
@@ -107,18 +107,23 @@ def test_concurrent_transactions_some_aborted(store_path):
             except BaseException as exc:  # noqa: BLE001
                 errors.append(exc)
 
-        helpers = [threading.Thread(target=follow, daemon=True), threading.Thread(target=plain, daemon=True)]
-        for h in helpers:
-            h.start()
+        follower = threading.Thread(target=follow, daemon=True)
+        plain_writer = threading.Thread(target=plain, daemon=True)
+        follower.start()
+        plain_writer.start()
         workers = [threading.Thread(target=run_thread, args=(store, t, outcome, errors), daemon=True)
                    for t in range(THREADS)]
         for w in workers:
             w.start()
         for w in workers:
             w.join(120)
+            assert not w.is_alive(), "a transaction thread hung"
         stop.set()
-        for h in helpers:
-            h.join(60)
+        plain_writer.join(120)
+        assert not plain_writer.is_alive(), "the plain writer hung"
+        tail.append(store.stream_info(SCOPE, STREAM).tail)  # every write is in: the follower reads up to here
+        follower.join(60)
+        assert not follower.is_alive(), "the follower did not reach the stream's tail in 60 s"
         assert not errors, errors
         assert len(outcome) == THREADS * TXNS
 

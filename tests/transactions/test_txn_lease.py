@@ -56,8 +56,9 @@ def test_maintenance_thread_aborts_an_expired_transaction(tmp_path):
         tw = store.create_transactional_writer(SCOPE, STREAM)
         keeper = tw.begin_txn(lease=600)
         with store.create_reader(SCOPE, STREAM) as r:
-            txn = staged(tw, "expired", lease=0.2)
+            txn = staged(tw, "expired", lease=600)  # staging takes what it takes on a loaded machine
             t0 = time.monotonic()
+            txn.ping(lease=0.2)  # the short lease runs from here
             assert wait_for(lambda: raw_status(txn) == pe.TxnStatus.ABORTED), "never reaped"
             assert time.monotonic() - t0 >= 0.15, "aborted before its lease ran out"
             assert r.read_next_event(0.3) is None
@@ -79,18 +80,15 @@ def test_ping_keeps_a_transaction_alive(tmp_path):
     with pe.open(tmp_path / "store", durability="none", maintenance_interval=FAST) as store:
         make_stream(store, SCOPE, STREAM, 2)
         tw = store.create_transactional_writer(SCOPE, STREAM)
-        txn = tw.begin_txn(lease=0.5)
-        end = time.monotonic() + 2.0  # four leases
-        i = 0
-        while time.monotonic() < end:
-            txn.write_event(payload("pinged", "k", i), routing_key="k")
-            i += 1
-            txn.ping()
-            time.sleep(0.03)
-            assert raw_status(txn) == pe.TxnStatus.OPEN
-        longer = tw.begin_txn(lease=0.2)
+        deadline = time.monotonic() + 60  # bounds the retries after stalls of the machine
+        while (pinged := pinged_for_four_leases(tw, lease=0.5)) is None:
+            assert time.monotonic() < deadline, "the machine stalled past every lease for 60 s"
+        txn, i = pinged
+        longer = None
+        while longer is None:  # the new lease replaces the short one
+            assert time.monotonic() < deadline, "the machine stalled past every lease for 60 s"
+            longer = begun_then_pinged(tw, short=0.2, long=60)
         longer.write_event(payload("longer", "k", 0), routing_key="k")
-        longer.ping(lease=60)  # the new lease replaces the short one
         short = tw.begin_txn(lease=0.2)  # the control: not pinged, reaped
         assert wait_for(lambda: raw_status(short) == pe.TxnStatus.ABORTED)
         assert raw_status(longer) == pe.TxnStatus.OPEN
@@ -99,13 +97,53 @@ def test_ping_keeps_a_transaction_alive(tmp_path):
         assert tags(slice_events(store, SCOPE, STREAM)) == {"pinged": i, "longer": 1}
 
 
+def pinged_for_four_leases(tw, lease: float):
+    """A transaction written to and pinged every ~30 ms for four leases, checked OPEN whenever
+    its last ping is less than a lease ago; (txn, events written), or None when a stall of the
+    machine longer than the lease (measured) let it expire first."""
+    last_ping = time.monotonic()  # before begin_txn: its lease runs at least from here
+    txn = tw.begin_txn(lease=lease)
+    end = last_ping + 4 * lease
+    i = 0
+    try:
+        while time.monotonic() < end:
+            txn.write_event(payload("pinged", "k", i), routing_key="k")
+            t = time.monotonic()
+            txn.ping()
+            last_ping = t
+            i += 1
+            time.sleep(0.03)
+            status = raw_status(txn)
+            if time.monotonic() - last_ping < lease:
+                assert status == pe.TxnStatus.OPEN
+        txn.ping(lease=600)  # then it stays open for the rest of the test
+    except errors.TxnFailedError:
+        assert time.monotonic() - last_ping >= lease, "expired although pinged within its lease"
+        return None
+    return txn, i
+
+
+def begun_then_pinged(tw, short: float, long: float):
+    """A transaction begun with a ``short`` lease and pinged with a ``long`` one, or None
+    when a stall of the machine longer than ``short`` (measured) let it expire first."""
+    t0 = time.monotonic()
+    txn = tw.begin_txn(lease=short)
+    try:
+        txn.ping(lease=long)
+    except errors.TxnFailedError:
+        assert time.monotonic() - t0 >= short, "expired within its lease"
+        return None
+    return txn
+
+
 @pytest.mark.parametrize("op", ["commit", "write_event", "flush", "ping"])
 def test_an_expired_transaction_not_yet_reaped_is_aborted_by_the_next_operation(tmp_path, op):
     with pe.open(tmp_path / "store", durability="none", maintenance_interval=NEVER) as store:
         make_stream(store, SCOPE, STREAM, 2)
         tw = store.create_transactional_writer(SCOPE, STREAM)
-        txn = staged(tw, "expired", lease=0.1)
+        txn = staged(tw, "expired", lease=600)  # staging cannot outlast the lease
         ok = staged(tw, "ok", lease=600)
+        txn.ping(lease=0.1)
         time.sleep(0.2)  # past the lease; no maintenance thread will run
         assert raw_status(txn) == pe.TxnStatus.OPEN
         with pytest.raises(errors.TxnFailedError):
@@ -124,8 +162,9 @@ def test_the_lease_runs_while_the_store_is_closed(store_path):
     with pe.open(store_path, maintenance_interval=NEVER) as store:
         make_stream(store, SCOPE, STREAM, 2)
         tw = store.create_transactional_writer(SCOPE, STREAM)
-        txn = staged(tw, "expired", lease=0.3)
+        txn = staged(tw, "expired", lease=600)  # staging cannot outlast the lease
         ok = staged(tw, "ok", lease=600)
+        txn.ping(lease=0.3)
         ids = txn.txn_id, ok.txn_id
     time.sleep(0.4)
     with pe.open(store_path, maintenance_interval=FAST) as store:

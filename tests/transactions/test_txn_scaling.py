@@ -259,13 +259,14 @@ def test_commits_racing_a_scaler_thread(pe_store, rebases):
             failures.append(exc)
 
     def committer(t: int) -> None:
-        # Commits go on until the scaler has scaled often enough while they ran: a
-        # loaded machine slows the scaler, and the race needs both sides running.
+        # Commits go on until the scaler has scaled often enough while they ran and a commit
+        # met a sealed parent (the race): a loaded machine slows the scaler, and the race needs
+        # both sides running.
         rnd = random.Random(100 + t)
         try:
             tw = pe_store.create_transactional_writer(SCOPE, STREAM)
             n = 0
-            while n < 25 or (scales[0] < wanted_scales and n < 5000 and not failures):
+            while n < 25 or ((scales[0] < wanted_scales or not rebases) and n < 5000 and not failures):
                 txn = Txn(tw, f"c{t}x{n}")
                 txn.write(rnd, rnd.randrange(1, 120))
                 txn.txn.commit()

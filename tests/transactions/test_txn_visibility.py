@@ -154,25 +154,31 @@ def test_invisible_until_commit_then_all_at_once_and_contiguous(tmp_path, durabi
             txn.flush()
             time.sleep(0.01)  # give the readers time to (wrongly) see something
         assert txn.status() == pe.TxnStatus.OPEN
+        # a snapshot taken wholly before commit() (the snapshotter may not have run yet)
+        deadline = time.monotonic() + 60
+        while not any(a == "open" for _b, a, _n in snap.snaps):
+            assert snap.is_alive() and time.monotonic() < deadline, "no snapshot before the commit"
+            time.sleep(0.01)
         phase["committing"], phase["now"] = True, "committing"
         txn.commit()
         phase["now"] = "committed"
         assert txn.status() == pe.TxnStatus.COMMITTED
-        deadline = time.monotonic() + 30
+        deadline = time.monotonic() + 60
         while sum(1 for s in snap.snaps if s[0] == "committed") < 3 and time.monotonic() < deadline:
             time.sleep(0.01)
 
         for t in watchers:
-            t.join(60)
+            t.join(120)
         snap.stop.set()
-        snap.join(30)
+        snap.join(120)
         mark = plain.written  # plain events after the transaction in every segment too
-        deadline = time.monotonic() + 30
+        deadline = time.monotonic() + 60
         while plain.written < mark + 64 and plain.is_alive() and time.monotonic() < deadline:
             time.sleep(0.001)
         plain.stop.set()
-        plain.join(30)
+        plain.join(120)
         for t in watchers + [snap, plain]:
+            assert not t.is_alive(), f"{type(t).__name__} thread hung"
             assert t.error is None, repr(t.error)
 
         for t in watchers:
@@ -341,8 +347,9 @@ def test_a_slice_taken_while_a_commit_is_applied_holds_all_of_it_or_none(pe_stor
     slicer = threading.Thread(target=take_slice, daemon=True)
     slicer.start()
     txn.commit()
-    slicer.join(10)
+    slicer.join(120)
     monkeypatch.undo()
+    assert not slicer.is_alive(), "the slicer thread hung"
     assert merge_written.is_set() and first_looked.is_set(), "the interleaving was not forced"
     assert len(slice_events(pe_store, SCOPE, STREAM)) == 8
     n = tags(got[0])["txn"]
