@@ -15,7 +15,8 @@ Layout (dependencies point one way, top to bottom):
                    ``serializers``, ``config``, ``names``, ``errors``
 - ``readergroup``  reader groups, checkpoints, positions (built on the core; registers the
                    service behind ``store.create_reader_group``)
-- ``tiering``      built on the core
+- ``tiering``      tier 2: Parquet files and manifests copied in the background (registers
+                   the tierer ``pe.open`` starts)
 - ``spark``, ``cli``             built on the public API
 
 Quick start::
@@ -51,6 +52,7 @@ from .serializers import BytesSerializer, JsonSerializer, TextSerializer
 from .store import Store, open, open_temporary
 from .stream import EpochInfo, SegmentRange, StreamInfo
 from .streamcut import StreamCut
+from .tiering import TieringStatus
 from .transactions import Transaction, TransactionalEventStreamWriter, TxnStatus
 from .watch import SegmentCountChange, SegmentWatcher
 from .watermarks import TimeWindow
@@ -68,6 +70,7 @@ __all__ = [
     "open_temporary",
     "Store",
     "StoreStatus",
+    "TieringStatus",
     "BackgroundFailure",
     "StreamConfiguration",
     "ScalingPolicy",

@@ -13,13 +13,14 @@ Thread-safety: immutable values, safe to share.
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from datetime import timedelta
 from typing import Any
 
 from .errors import InvalidConfigurationError
 
-__all__ = ["ScalingPolicy", "RetentionPolicy", "StreamConfiguration"]
+__all__ = ["ScalingPolicy", "RetentionPolicy", "StreamConfiguration", "TieringOptions"]
 
 MAX_SEGMENTS = 1024
 
@@ -205,3 +206,33 @@ class StreamConfiguration:
             scaling=ScalingPolicy.from_json(d["scaling"]),
             retention=RetentionPolicy.from_json(d["retention"]),
         )
+
+
+DEFAULT_FILE_BYTES = 128 << 20
+DEFAULT_FILE_AGE_S = 180.0
+
+
+@dataclass(frozen=True, slots=True)
+class TieringOptions:
+    """How a store tiers to tier 2 (``pe.open(tier2=..., tier2_options=..., ...)``;
+    docs/tiering.md, "Knobs")."""
+
+    url: str  # any fsspec URL or local path
+    storage_options: Mapping[str, object] = field(default_factory=dict)  # fsspec's options
+    file_bytes: int = DEFAULT_FILE_BYTES  # a file closes at this much segment data
+    file_age: float = DEFAULT_FILE_AGE_S  # ... or when its oldest data is this old (seconds)
+    interval: float = 1.0  # how often the tierer looks (seconds)
+
+    def __post_init__(self) -> None:
+        if not isinstance(self.url, str) or not self.url:
+            raise InvalidConfigurationError(f"tier2 must be a non-empty URL or path, got {self.url!r}")
+        if not isinstance(self.storage_options, Mapping):
+            raise InvalidConfigurationError(
+                f"tier2_options must be a dict of fsspec options, got {self.storage_options!r}")
+        if isinstance(self.file_bytes, bool) or not isinstance(self.file_bytes, int) or \
+                not (1 << 10) <= self.file_bytes <= (1 << 31):
+            raise InvalidConfigurationError(
+                f"tier2_file_bytes must be an int in [1 KiB, 2 GiB], got {self.file_bytes!r}")
+        for what, x in (("tier2_file_age", self.file_age), ("tiering interval", self.interval)):
+            if isinstance(x, bool) or not isinstance(x, (int, float)) or not 0 < x <= 86400:
+                raise InvalidConfigurationError(f"{what} must be seconds in (0, 86400], got {x!r}")

@@ -68,6 +68,13 @@ class Closable(Protocol):
     def close(self) -> None: ...
 
 
+class ColdReads(Protocol):
+    """Reads of segment data whose journal file was reclaimed after it went to tier 2 (the
+    tiering layer's ``coldreads.ColdReads``)."""
+
+    def read(self, seg: Segment, offset: int, limit: int) -> tuple[Any, int]: ...
+
+
 class EngineOptions:
     """Sizes and intervals of an engine (validated by ``Store``)."""
 
@@ -97,6 +104,8 @@ class Engine:
         self.subscribers: Callable[[str], list[dict[int, int] | None]] = lambda key: []
         self.on_scaled: Callable[[StreamState], None] = lambda st: None
         self.txns: "Transactions"
+        self.tiered: dict[int, int] = {}  # segment uid -> tiered end (its data before is in tier 2)
+        self.cold: ColdReads | None = None  # set while the store tiers: reads tier 2, reclaims
         self.retention: "Retention"
         self.watermarks: "Watermarks"
         self.meta = Metadata(os.path.join(path, "meta"), sync=durability != "none", latch=self.latch,
@@ -123,6 +132,7 @@ class Engine:
             self._check_identity(store_id)
             stale = self._load_topology()
             self.meta.verify()
+            self.tiered = {uid: end for uid, (end, _) in self.meta.tiering_segments().items()}
             self.files.load(self.is_dead)  # raises before anything is written (invariant 5)
             rec = self.journal.recover(self.meta.applied_pos())
             committed = replay(self.index, self.seqs, self.segments, rec.records)
@@ -236,12 +246,22 @@ class Engine:
         return self.segments.get(uid)
 
     def is_dead(self, uid: int, end: int) -> bool:
-        """Whether segment ``uid``'s data up to ``end`` is never read again (deleted, or
-        truncated past it)."""
+        """Whether segment ``uid``'s data up to ``end`` is never read from the journal again
+        (deleted, truncated past it, or in tier 2 up to it)."""
         seg = self.segments.get(uid)
         if seg is None:
             return True
-        return seg.stream.head.get(seg.segment_id, 0) >= end
+        return seg.stream.head.get(seg.segment_id, 0) >= end or self.tiered.get(uid, 0) >= end
+
+    def is_truncated(self, uid: int, end: int) -> bool:
+        """Whether segment ``uid``'s data up to ``end`` is deleted or truncated."""
+        seg = self.segments.get(uid)
+        return seg is None or seg.stream.head.get(seg.segment_id, 0) >= end
+
+    def local_read_gone(self, seg: Segment, offset: int, pos: int) -> bool:
+        """Whether the section at journal position ``pos`` holding ``offset`` of ``seg`` must be
+        read from tier 2: tiered, and its journal file reclaimed."""
+        return offset < self.tiered.get(seg.uid, 0) and not self.journal.holds(pos)
 
     # ------------------------------------------------------------------ durability
     def sync_all(self, what: str) -> None:
@@ -259,7 +279,8 @@ class Engine:
         with self.lock:
             if self.closed:
                 return 0
-            return self.files.reclaim(applied, self.is_dead)
+            # tiered data is reclaimed only while the store can read it back from tier 2
+            return self.files.reclaim(applied, self.is_dead if self.cold is not None else self.is_truncated)
 
     # ------------------------------------------------------------------ topology changes
     def truncate(self, st: StreamState, positions: dict[int, int], what: str) -> bool:
@@ -292,6 +313,7 @@ class Engine:
         del self.streams[st.key]
         for seg in st.segments.values():
             self.segments.pop(seg.uid, None)
+            self.tiered.pop(seg.uid, None)
         self.index.forget(st.segments.values())
         self.seqs.forget_stream(st.key)
 

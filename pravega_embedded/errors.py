@@ -51,6 +51,7 @@ OSError and LMDB errors (``translate``) both go through it.
     ├── CorruptDataError                  (OSError)      damaged bytes on disk
     │   └── FormatVersionError                           unknown magic / format version
     ├── DurabilityTimeoutError            (TimeoutError) flush(timeout=) expired
+    ├── TieringTimeoutError               (TimeoutError) flush_tier2(timeout=) expired
     ├── ReinitializationRequiredError     (RuntimeError) reader group was reset
     ├── ReaderNotInGroupError             (RuntimeError) reader was put offline by the group
     ├── MaxCheckpointsExceededError       (RuntimeError) too many checkpoints outstanding
@@ -105,6 +106,7 @@ __all__ = [
     "CorruptDataError",
     "FormatVersionError",
     "DurabilityTimeoutError",
+    "TieringTimeoutError",
     "ReinitializationRequiredError",
     "ReaderNotInGroupError",
     "MaxCheckpointsExceededError",
@@ -343,6 +345,11 @@ class FormatVersionError(CorruptDataError):
 
 class DurabilityTimeoutError(PravegaEmbeddedError, TimeoutError):
     """Events did not become durable within the given timeout."""
+
+
+class TieringTimeoutError(PravegaEmbeddedError, TimeoutError):
+    """``flush_tier2`` did not get everything durable into tier 2 within its timeout (tier 2
+    is unreachable or slow: ``store.tiering_status()`` shows the last error)."""
 
 
 class ReinitializationRequiredError(PravegaEmbeddedError, RuntimeError):

@@ -181,12 +181,13 @@ class _Scan:
 class _File:
     """A journal file open for reading; closed when retired and no read uses it."""
 
-    __slots__ = ("base", "fd", "version", "users", "retired")
+    __slots__ = ("base", "fd", "version", "users", "retired", "end")
 
     def __init__(self, base: int, fd: int, version: int) -> None:
         self.base, self.fd, self.version = base, fd, version
         self.users = 0
         self.retired = False
+        self.end: int | None = None  # journal position after its last byte, once it is rolled
 
 
 class _Use:
@@ -695,6 +696,30 @@ class Journal:
             f = self._files[self._bases[i]]
             f.users += 1
             return f
+
+    def holds(self, pos: int) -> bool:
+        """Whether journal position ``pos`` (at most ``written()``) is in a journal file that is
+        still there: False once reclaiming deleted its file (its data tiered or truncated)."""
+        with self._read_lock:
+            if not self._bases:
+                self._refresh()
+            bases = self._bases
+            i = bisect_right(bases, pos) - 1
+            if i < 0:
+                return False
+            if i == len(bases) - 1:
+                self._refresh()  # a newer file may have been rolled to since
+                bases = self._bases
+                i = bisect_right(bases, pos) - 1
+                if i == len(bases) - 1:
+                    return True  # the file being written holds everything after its base
+            f = self._files[bases[i]]
+            if f.end is None:  # rolled: its size is final (files follow each other, no gap)
+                try:
+                    f.end = f.base + os.fstat(f.fd).st_size
+                except OSError:
+                    return False
+            return pos < f.end
 
     def _refresh(self) -> None:
         """Open every journal file not open yet (read lock held)."""

@@ -45,6 +45,7 @@ import json
 import os
 import struct
 import threading
+import time
 import zlib
 from contextlib import contextmanager
 from typing import Any, Callable, Iterable, Iterator
@@ -346,6 +347,8 @@ class Metadata:
         txn.delete(key.encode(), db=self._db[b"watermarks"])
         for tag in (b"m", b"p"):
             txn.delete(tag + key.encode(), db=self._db[b"tiering"])
+        # the stream's tier-2 folder is deleted by the tierer, which removes this row after it
+        self._put(txn, b"tiering", b"d" + key.encode(), _LE64.pack(time.time_ns()))
         prefix = _writer_prefix(key)
         cur = txn.cursor(db=self._db[b"writers"])
         if cur.set_range(prefix):
@@ -589,12 +592,14 @@ class Metadata:
         self._put(txn, b"tiering", b"s" + _U64.pack(uid),
                   _json({"end": end, "copy": None if copy is None else list(copy)}))
 
-    def tiering_begin(self, uid: int, end: int, copy: tuple[int, int]) -> bool:
+    def tiering_begin(self, uid: int, stream_key: str, end: int, copy: tuple[int, int]) -> bool:
         """Record that ``copy`` = (first, end) of segment ``uid`` is being copied to tier 2
         (tiered end ``end`` so far): the state a crash leaves for the next open to clean.
-        False (nothing recorded) if the segment was deleted meanwhile."""
+        False (nothing recorded) if the segment was deleted meanwhile, or if the tier-2 data
+        of a deleted stream of the same name is still to be deleted."""
         with self.write("record a tier-2 copy") as txn:
-            if txn.get(_U64.pack(uid), db=self._db[b"segments"]) is None:
+            if txn.get(_U64.pack(uid), db=self._db[b"segments"]) is None or \
+                    txn.get(b"d" + stream_key.encode(), db=self._db[b"tiering"]) is not None:
                 return False
             self._tiering_put(txn, uid, end, copy)
         return True
@@ -625,6 +630,17 @@ class Metadata:
             version = (_LE64.unpack(raw)[0] if raw is not None else 0) + 1
             self._put(txn, b"tiering", mkey, _LE64.pack(version))
         return version
+
+    def tier2_deletions(self) -> list[str]:
+        """The keys (``scope/stream``) of deleted streams whose tier-2 data is still to be
+        deleted, in name order."""
+        with self._read("read the tier-2 deletions") as txn:
+            return sorted(k[1:].decode() for k, _ in self._items(txn, b"tiering") if k[:1] == b"d")
+
+    def tier2_deleted(self, stream_key: str) -> None:
+        """Record that the tier-2 data of deleted stream ``stream_key`` is gone."""
+        with self.write("record a deleted tier-2 folder") as txn:
+            txn.delete(b"d" + stream_key.encode(), db=self._db[b"tiering"])
 
     def manifest_versions(self, stream_key: str) -> tuple[int, int]:
         """(the stream's latest manifest version, the latest one published to tier 2)."""

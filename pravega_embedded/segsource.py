@@ -129,6 +129,9 @@ class SegmentSource:
         if len(data) >= _FH:
             pl, kl = _FRAME_HEAD.unpack_from(data, 0)
             if frame_length(pl, kl) > len(data):
+                if self.engine.cold is not None and offset < self.engine.tiered.get(self.seg.uid, 0):
+                    # tiered: its chunks' journal files may be reclaimed; tier 2 has it whole
+                    return self._read_cold(offset, limit, copy)
                 try:
                     return read_large(self, offset, limit, data)
                 except OSError as exc:  # CorruptDataError and StorageError are OSErrors too
@@ -147,17 +150,39 @@ class SegmentSource:
             raise TruncatedDataError(f"offset {offset} of segment {seg.name} was truncated (head {head})") from None
 
     def read_raw(self, offset: int, limit: int, *, copy: bool = True) -> tuple[Any, int]:
-        """The bytes from ``offset`` to the end of its section or ``limit``: (bytes, end)."""
+        """The bytes from ``offset`` to the end of its section or ``limit``: (bytes, end). Data
+        whose journal file was reclaimed after it was tiered comes from tier 2, in the same
+        form, up to ``limit`` or the end of a row group (never ending inside a frame)."""
+        e: IndexEntry | None = None
         try:
             e, data = self.section(offset)
             stop = min(e.end, limit)
             if data is not None:
                 view = data[offset - e.start : stop - e.start]
                 return (bytes(view) if copy else view.toreadonly()), stop
-            return self.journal.read_section(e.pos, e.nbytes, offset - e.start, stop - e.start), stop
+            cold = self.engine.local_read_gone(self.seg, offset, e.pos)
+            if not cold:
+                return self.journal.read_section(e.pos, e.nbytes, offset - e.start, stop - e.start), stop
         except (CorruptDataError, StorageError):
             self._truncated(offset)  # truncated (and its journal file deleted) meanwhile
+            if e is None or not self.engine.local_read_gone(self.seg, offset, e.pos):
+                raise
+            # tiered, and its journal file was reclaimed during the read: tier 2 has it
+        try:
+            return self._read_cold(offset, limit, copy)
+        except (CorruptDataError, StorageError):
+            self._truncated(offset)
             raise
+
+    def _read_cold(self, offset: int, limit: int, copy: bool) -> tuple[Any, int]:
+        cold = self.engine.cold
+        if cold is None:
+            raise CorruptDataError(
+                f"offset {offset} of segment {self.seg.name} is only in tier 2 (its journal file "
+                "was reclaimed after it was tiered) and this store was opened with tier2=False: "
+                "open it with its tier2 target to read it")
+        view, stop = cold.read(self.seg, offset, limit)
+        return (bytes(view) if copy else view.toreadonly()), stop
 
     def check_boundary(self, offset: int, what: str) -> None:
         """Raise InvalidStreamCutError unless ``offset`` starts a frame (or is the end)."""

@@ -12,6 +12,7 @@ Directory layout (bytes in docs/format.md)::
     <dir>/meta/         LMDB environment (metadata)
     <dir>/journal/      journal files <base:020d>.pej
     <dir>/recovery/     torn journal tails cut at recovery, kept for inspection
+    <dir>/tier2/        tier 2 when no other target is given (``tiering``; docs/format.md)
 
 Invariants:
   1. One process (one open handle) owns the directory at a time (storedir).
@@ -29,12 +30,13 @@ import os
 import shutil
 import tempfile
 import time
-from typing import TYPE_CHECKING, Any, Callable
+from collections.abc import Mapping
+from typing import TYPE_CHECKING, Any, Callable, Protocol
 
 from .append import append_events
 from .background import Background, StoreStatus
 from .bytestream import ByteStream
-from .config import StreamConfiguration
+from .config import DEFAULT_FILE_AGE_S, DEFAULT_FILE_BYTES, StreamConfiguration, TieringOptions
 from .engine import Engine, EngineOptions
 from .errors import (
     InvalidConfigurationError,
@@ -70,8 +72,9 @@ from .writer import MAX_BATCH_BYTES, MAX_EVENT_SIZE, EventStreamWriter, WriterCo
 
 if TYPE_CHECKING:
     from .readergroup import ReaderGroup, ReaderGroupConfig
+    from .tiering import TieringStatus
 
-__all__ = ["Store", "open", "open_temporary", "register_service"]
+__all__ = ["Store", "open", "open_temporary", "register_service", "register_tiering"]
 
 # Services of higher layers (reader groups), registered when their package is imported, so the
 # core offers ``store.create_reader_group`` without importing the layer above it.
@@ -81,6 +84,36 @@ _SERVICES: dict[str, Callable[[Engine], Any]] = {}
 def register_service(name: str, factory: Callable[[Engine], Any]) -> None:
     """Make ``factory(engine)`` the store's ``name`` service (created on first use)."""
     _SERVICES[name] = factory
+
+
+class TieringService(Protocol):
+    """What the store needs of the tiering layer (``tiering.Tierer``)."""
+
+    def start(self) -> None: ...
+    def close(self) -> None: ...
+    def flush(self, timeout: float | None) -> None: ...
+    def status(self) -> "TieringStatus": ...
+
+
+_TIERING: list[Callable[[Engine, TieringOptions], TieringService]] = []
+
+
+def register_tiering(factory: Callable[[Engine, TieringOptions], TieringService]) -> None:
+    """Make ``factory(engine, options)`` the tierer a store opened with tiering starts."""
+    _TIERING[:] = [factory]
+
+
+def _tiering_options(path: str, tier2: "str | os.PathLike[str] | bool | None",
+                     storage_options: Mapping[str, object] | None, file_bytes: int,
+                     file_age: float) -> TieringOptions | None:
+    """The store's tiering options: None with ``tier2=False``; ``<store>/tier2`` by default."""
+    if tier2 is False:
+        return None
+    url = os.path.join(path, "tier2") if tier2 is None or tier2 is True else tier2
+    if not isinstance(url, (str, os.PathLike)):
+        raise InvalidConfigurationError(f"tier2 must be a URL, a path or False, got {tier2!r}")
+    return TieringOptions(os.fspath(url), {} if storage_options is None else storage_options,
+                          file_bytes, file_age)
 
 
 def _check_options(durability: str, roll_bytes: int, maintenance_interval: float,
@@ -107,8 +140,13 @@ class Store:
                  map_size: int = 1 << 32, scale_windows: tuple[float, ...] = DEFAULT_WINDOWS,
                  scale_cooldown: float = 600.0, maintenance_interval: float = 10.0,
                  retention_interval: float = 60.0, large_event_limit: int = DEFAULT_LARGE_EVENT_LIMIT,
+                 tier2: "str | os.PathLike[str] | bool | None" = None,
+                 tier2_options: Mapping[str, object] | None = None,
+                 tier2_file_bytes: int = DEFAULT_FILE_BYTES, tier2_file_age: float = DEFAULT_FILE_AGE_S,
                  _temporary: bool = False) -> None:
         _check_options(durability, roll_bytes, maintenance_interval, retention_interval, large_event_limit)
+        tiering = _tiering_options(os.path.abspath(os.fspath(path)), tier2, tier2_options,
+                                   tier2_file_bytes, tier2_file_age)
         self.large_event_limit = large_event_limit
         self.maintenance_interval = float(maintenance_interval)
         self.retention_interval = float(retention_interval)
@@ -117,6 +155,7 @@ class Store:
         self.durability = durability
         self._temporary = _temporary
         self._services: dict[str, Any] = {}
+        self._tiering: TieringService | None = None
         self._dir = StoreDir.acquire(self.path)
         try:
             if self._dir.new:
@@ -126,6 +165,12 @@ class Store:
                                       new=self._dir.new)
             self._autoscaler = AutoScaler(e, scale_windows, scale_cooldown)
             self._open_engine()
+            try:
+                if tiering is not None and _TIERING:
+                    self._tiering = _TIERING[0](e, tiering)
+            except BaseException:
+                e.close()
+                raise
         except BaseException:
             self._dir.release()
             raise
@@ -137,6 +182,8 @@ class Store:
                                            ("transaction leases", e.txns.tick)])
         e.wake_linger = self._bg.wake_linger
         self._bg.start()
+        if self._tiering is not None:
+            self._tiering.start()
 
     def _open_engine(self) -> None:
         """Recover, start the services, take the first checkpoint, mark the store."""
@@ -192,6 +239,25 @@ class Store:
             background_failures=self._bg.failures,
             journal_written=js.written if js else 0, journal_durable=js.durable if js else 0,
             recovered_records=e.recovered_records, torn_bytes_cut=e.torn_bytes_cut)
+
+    # ------------------------------------------------------------------ tier 2
+    def _tierer(self) -> TieringService:
+        self._engine.check_open()
+        if self._tiering is None:
+            raise InvalidConfigurationError(
+                f"store {self.path} was opened with tier2=False: it does not tier")
+        return self._tiering
+
+    def tiering_status(self) -> "TieringStatus":
+        """Where tiering to tier 2 stands: state, tiered and untiered bytes, files, lag, the
+        last error (a ``TieringStatus``; docs/tiering.md)."""
+        return self._tierer().status()
+
+    def flush_tier2(self, timeout: float | None = None) -> None:
+        """Return once everything durable now is in tier 2 and in its stream's manifest.
+        While tier 2 fails it retries; after ``timeout`` seconds (None: no limit) it raises
+        TieringTimeoutError with the last failure."""
+        self._tierer().flush(timeout)
 
     # ------------------------------------------------------------------ scopes
     def create_scope(self, scope: str, *, exist_ok: bool = False) -> bool:
@@ -601,6 +667,8 @@ class Store:
             self._attempt(errors, e.txns.stage_pending)  # open transactions keep what was written
         for r in list(e.readers):  # each records its position (a group reader's in the group)
             self._attempt(errors, r.close)
+        if self._tiering is not None:
+            self._attempt(errors, self._tiering.close)
         self._bg.stop()
         if not e.latch.tripped:
             self._attempt(errors, e.checkpoint)

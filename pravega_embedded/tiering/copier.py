@@ -92,7 +92,7 @@ class Copier:
                 self._delete_copy(st, seg.segment_id, left)
                 meta.tiering_abort(seg.uid, tiered)
             start = max(tiered, st.head.get(seg.segment_id, 0))
-            if end <= start or st.deleted or not meta.tiering_begin(seg.uid, tiered, (start, end)):
+            if end <= start or st.deleted or not meta.tiering_begin(seg.uid, st.key, tiered, (start, end)):
                 return None  # (1: the copy is recorded as started)
             try:
                 rows = segment_rows(e, seg, start, end, fallback_ns=seg.created_ns)
@@ -106,6 +106,7 @@ class Copier:
                                                                 f.max_write_us))
                 if not version:
                     raise StreamNotFoundError(f"stream {st.key} was deleted during a tier-2 copy")
+                e.tiered[seg.uid] = f.end  # reads before it may go to tier 2 from now on
             except BaseException as exc:
                 self._forget(seg, tiered, (start, end), st)
                 if isinstance(exc, StreamNotFoundError):

@@ -76,7 +76,7 @@ def write_segment_file(target: Tier2Target, scope: str, stream: str, segment_id:
     table = table.replace_schema_metadata({PARQUET_METADATA_KEY: json.dumps(meta, sort_keys=True)})
     buf = io.BytesIO()
     pq.write_table(table, buf, compression=COMPRESSION, row_group_size=ROW_GROUP_ROWS,
-                   write_statistics=True)
+                   write_statistics=True, write_page_checksum=True)
     data = buf.getvalue()
     tf = TieredFile(segment_id, first, rows.end, len(rows.offsets), len(data),
                     min(rows.write_us), max(rows.write_us))
@@ -87,22 +87,24 @@ def write_segment_file(target: Tier2Target, scope: str, stream: str, segment_id:
 
 
 def read_segment_file(target: Tier2Target, scope: str, stream: str, f: TieredFile,
-                      start: int = 0, end: int | None = None) -> pa.Table:
-    """The events of ``f`` with ``start <= offset < end`` (invariant 2), in ``SCHEMA``."""
+                      start: int = 0, end: int | None = None, *, whole_groups: bool = False) -> pa.Table:
+    """The events of ``f`` with ``start <= offset < end`` (invariant 2), in ``SCHEMA``. With
+    ``whole_groups``: every row of the row group holding offset ``start`` (the last one that
+    starts at or before it), unfiltered."""
     rel = file_rel(scope, stream, f)
     where = target.where(rel)
     with _opened(target, rel) as fh:
         try:
-            pf = pq.ParquetFile(fh)
+            pf = pq.ParquetFile(fh, page_checksum_verification=True)
             _check(pf, f, scope, stream, where)
-            groups = _groups(pf, start, end)
+            groups = _group_at(pf, start) if whole_groups else _groups(pf, start, end)
             table = pf.read_row_groups(groups) if groups else SCHEMA.empty_table()
         except CorruptDataError:
             raise
         except Exception as exc:  # noqa: BLE001 - translated in one place
             raise _parse_error(exc, where, "read a tier-2 file") from exc
     table = table.replace_schema_metadata(None)
-    if start > f.first or (end is not None and end < f.end):
+    if not whole_groups and (start > f.first or (end is not None and end < f.end)):
         offs = table.column("offset")
         mask = pc.greater_equal(offs, start)
         if end is not None:
@@ -126,7 +128,7 @@ def verify_segment_file(target: Tier2Target, scope: str, stream: str, f: TieredF
         raise CorruptDataError(f"tier-2 file {where} has {size} bytes, not the {f.size} written")
     with _opened(target, rel) as fh:
         try:
-            _check(pq.ParquetFile(fh), f, scope, stream, where)
+            _check(pq.ParquetFile(fh, page_checksum_verification=True), f, scope, stream, where)
         except CorruptDataError:
             raise
         except Exception as exc:  # noqa: BLE001 - translated in one place
@@ -173,6 +175,20 @@ def _check(pf: pq.ParquetFile, f: TieredFile, scope: str, stream: str, where: st
         raise CorruptDataError(f"tier-2 file {where} does not hold what the manifest says "
                                f"(offsets [{f.first}, {f.end}), {f.events} events): it was "
                                "replaced or damaged")
+
+
+def _group_at(pf: pq.ParquetFile, offset: int) -> list[int]:
+    """The row group holding ``offset``: the last whose first offset is at or before it (all of
+    them if statistics are missing)."""
+    md = pf.metadata
+    found = []
+    for i in range(md.num_row_groups):
+        st = md.row_group(i).column(0).statistics
+        if st is None or not st.has_min_max:
+            return list(range(md.num_row_groups))
+        if st.min <= offset:
+            found = [i]
+    return found
 
 
 def _groups(pf: pq.ParquetFile, start: int, end: int | None) -> list[int]:

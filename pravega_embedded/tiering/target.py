@@ -137,6 +137,18 @@ class Tier2Target:
         except Exception as exc:  # noqa: BLE001
             raise tier2_error(exc, "delete a tier-2 file", url=self.where(rel)) from exc
 
+    def delete_tree(self, rel_dir: str) -> None:
+        """Remove folder ``rel_dir`` with everything in it; a folder already gone is not an
+        error."""
+        path = self._rel(rel_dir)
+        try:
+            if self.fs.exists(path):
+                self.fs.rm(path, recursive=True)
+        except FileNotFoundError:
+            return
+        except Exception as exc:  # noqa: BLE001
+            raise tier2_error(exc, "delete a tier-2 folder", url=self.where(rel_dir)) from exc
+
     # ------------------------------------------------------------------ reading
     def list(self, rel_dir: str) -> list[str]:
         """The names (not paths) of the entries of folder ``rel_dir``; [] if it does not exist."""

@@ -11,7 +11,7 @@ from pravega_embedded import errors
 
 # The documented public names (README, issue 2, DESIGN.md section 4).
 DOCUMENTED = {
-    "errors", "open", "open_temporary", "Store", "StoreStatus", "BackgroundFailure",
+    "errors", "open", "open_temporary", "Store", "StoreStatus", "TieringStatus", "BackgroundFailure",
     "StreamConfiguration", "ScalingPolicy", "RetentionPolicy", "StreamInfo", "SegmentInfo", "EpochInfo", "SegmentRange", "SegmentCountChange", "SegmentWatcher", "TimeWindow", "TransactionalEventStreamWriter", "Transaction", "TxnStatus", "ByteStream", "StreamCut", "EventRead", "EventPointer",
     "EventStreamWriter", "EventStreamReader", "Slice", "BytesSerializer", "TextSerializer",
     "JsonSerializer", "MAX_EVENT_SIZE", "__version__",
@@ -52,6 +52,7 @@ TREE: dict[str, tuple[str, tuple[type, ...]]] = {
     "CorruptDataError": ("PravegaEmbeddedError", (OSError,)),
     "FormatVersionError": ("CorruptDataError", (OSError,)),
     "DurabilityTimeoutError": ("PravegaEmbeddedError", (TimeoutError,)),
+    "TieringTimeoutError": ("PravegaEmbeddedError", (TimeoutError,)),
     "ReinitializationRequiredError": ("PravegaEmbeddedError", (RuntimeError,)),
     "ReaderGroupNotFoundError": ("NotFoundError", (LookupError,)),
     "ReaderNotFoundError": ("NotFoundError", (LookupError,)),

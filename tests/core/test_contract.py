@@ -38,7 +38,7 @@ def s(pe_store):
 # ------------------------------------------------------------------ surface
 def test_public_names():
     assert set(pe.__all__) == {
-        "errors", "open", "open_temporary", "Store", "StoreStatus", "BackgroundFailure",
+        "errors", "open", "open_temporary", "Store", "StoreStatus", "TieringStatus", "BackgroundFailure",
         "StreamConfiguration", "ScalingPolicy",
         "RetentionPolicy", "StreamInfo", "SegmentInfo", "EpochInfo", "SegmentRange", "SegmentCountChange", "SegmentWatcher", "TimeWindow", "TransactionalEventStreamWriter", "Transaction", "TxnStatus", "ByteStream", "StreamCut", "EventRead", "EventPointer",
         "EventStreamWriter", "EventStreamReader", "Slice", "BytesSerializer", "TextSerializer",
@@ -66,7 +66,7 @@ def test_exception_tree():
         "ReaderClosedError": ValueError, "StoreLockedError": BlockingIOError,
         "StorageError": OSError, "StorageFullError": OSError, "CorruptDataError": OSError,
         "StoragePermissionError": PermissionError,
-        "FormatVersionError": OSError, "DurabilityTimeoutError": TimeoutError,
+        "FormatVersionError": OSError, "DurabilityTimeoutError": TimeoutError, "TieringTimeoutError": TimeoutError,
         "ReinitializationRequiredError": RuntimeError,
         "ReaderGroupNotFoundError": LookupError, "ReaderNotFoundError": LookupError,
         "ReaderGroupExistsError": FileExistsError, "ReaderExistsError": FileExistsError,

@@ -81,9 +81,9 @@ def test_nothing_escapes_the_store_directory(pe_store):
         with pytest.raises(errors.InvalidNameError):
             pe_store.create_stream("ok", bad)
     after = sorted(p.relative_to(root) for p in root.rglob("*"))
-    assert {p.parts[0] for p in after} <= {"LOCK", "STORE", "meta", "journal", "recovery"}
+    assert {p.parts[0] for p in after} <= {"LOCK", "STORE", "meta", "journal", "recovery", "tier2"}
     assert not (root.parent / "x").exists() and not (root / "a").exists()
-    assert {p.parts[0] for p in before} <= {"LOCK", "STORE", "meta", "journal", "recovery"}
+    assert {p.parts[0] for p in before} <= {"LOCK", "STORE", "meta", "journal", "recovery", "tier2"}
 
 
 def test_bad_writer_ids_are_refused(pe_store):

@@ -29,7 +29,7 @@ SCOPE, STREAM = "f", "t"
 KEYS = ("a", "b", "c")
 # store options that keep background threads from touching the disk on their own (so an armed
 # fault is hit by the call under test, not by a checkpoint or maintenance tick)
-QUIET = {"checkpoint_interval": 3600.0, "maintenance_interval": 3600.0}
+QUIET = {"checkpoint_interval": 3600.0, "maintenance_interval": 3600.0, "tier2": False}
 
 _RECOVER = re.compile(r"\breopen\b|\bopen (it|the store) again\b", re.I)
 _CLOSE = re.compile(r"\bclose\b", re.I)

@@ -69,7 +69,7 @@ def _check_consistent(store, target, root: Path, stream: str) -> None:
 def test_copies_continue_where_they_ended_and_readers_see_each_event_once(tmp_path):
     root = tmp_path / "t2"
     target = Tier2Target(str(root))
-    with pe.open(tmp_path / "s", durability="none") as store:
+    with pe.open(tmp_path / "s", durability="none", tier2=False) as store:
         store.create_scope("iot")
         store.create_stream("iot", "ev", pe.StreamConfiguration(scaling=pe.ScalingPolicy.fixed(2)))
         copier = Copier(store._engine, target)
@@ -91,7 +91,7 @@ def test_copies_continue_where_they_ended_and_readers_see_each_event_once(tmp_pa
         m = latest_manifest(target, "iot", "ev")
         assert m.version == 4 and sum(f.events for f in m.files) == 800
         w.close()
-    with pe.open(tmp_path / "s", durability="none") as store:  # the state is in LMDB
+    with pe.open(tmp_path / "s", durability="none", tier2=False) as store:  # the state is in LMDB
         copier = Copier(store._engine, target)
         st = store._engine.streams["iot/ev"]
         assert sorted(copier.tiered_end(s) for s in st.segments.values()) == \
@@ -101,7 +101,7 @@ def test_copies_continue_where_they_ended_and_readers_see_each_event_once(tmp_pa
 
 def test_data_past_the_head_is_never_uploaded(tmp_path):
     root = tmp_path / "t2"
-    with pe.open(tmp_path / "s", durability="none") as store:
+    with pe.open(tmp_path / "s", durability="none", tier2=False) as store:
         store.create_scope("iot")
         store.create_stream("iot", "ev")
         with store.create_writer("iot", "ev") as w:
@@ -126,7 +126,7 @@ CRASH = textwrap.dedent("""
     from pravega_embedded.tiering import target as tg
     from pravega_embedded.tiering.target import Tier2Target
     path, root, point = sys.argv[1], sys.argv[2], sys.argv[3]
-    s = pe.open(path, durability="fsync")
+    s = pe.open(path, durability="fsync", tier2=False)
     s.create_scope("iot")
     s.create_stream("iot", "ev")
     w = s.create_writer("iot", "ev")
@@ -184,7 +184,7 @@ def test_a_copy_killed_at_each_step_leaves_no_orphan_and_no_duplicate(tmp_path, 
     assert len(data) == (1 if point in ("before-put", "staged") else 2)
     assert len(manifests) == (2 if point == "none" else 1)
     target = Tier2Target(str(root))
-    with pe.open(tmp_path / "s") as store:
+    with pe.open(tmp_path / "s", tier2=False) as store:
         copier = Copier(store._engine, target)
         copier.recover()
         _check_consistent(store, target, root, "ev")
@@ -204,7 +204,7 @@ def test_a_failed_copy_leaves_nothing_behind_and_says_why(tmp_path, monkeypatch)
 
     root = tmp_path / "t2"
     target = Tier2Target(str(root))
-    with pe.open(tmp_path / "s", durability="none") as store:
+    with pe.open(tmp_path / "s", durability="none", tier2=False) as store:
         _one_stream(store, 50)
         copier = Copier(store._engine, target)
         real_verify = cp.verify_segment_file
@@ -233,7 +233,7 @@ def test_a_failed_copy_leaves_nothing_behind_and_says_why(tmp_path, monkeypatch)
 def test_a_copy_stops_at_durable_data_and_skips_a_deleted_stream(tmp_path):
     root = tmp_path / "t2"
     target = Tier2Target(str(root))
-    with pe.open(tmp_path / "s", durability="os") as store:
+    with pe.open(tmp_path / "s", durability="os", tier2=False) as store:
         _one_stream(store, 20)
         st = store._engine.streams["iot/ev"]
         (seg,) = st.segments.values()

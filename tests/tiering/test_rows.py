@@ -18,7 +18,7 @@ from pravega_embedded.tiering.target import Tier2Target
 
 @pytest.fixture
 def store(tmp_path):
-    s = pe.open(tmp_path / "s", durability="none")
+    s = pe.open(tmp_path / "s", durability="none", tier2=False)
     s.create_scope("iot")
     yield s
     s.close()

@@ -1,0 +1,293 @@
+"""The tierer: the background thread that moves each segment's history to tier 2, and its status.
+
+Owns: deciding when a segment's untiered data becomes a tier-2 file (size, age, seal, flush),
+running the copier (``copier``) and the clean-up after a crash, deleting the tier-2 folders of
+deleted streams, retrying with backoff while tier 2 fails, ``store.flush_tier2`` and
+``store.tiering_status`` (``TieringStatus``).
+
+Invariants:
+  1. The copier's ``recover`` runs, and succeeds, before any copy or deletion of this open.
+  2. The tier-2 folder of a deleted stream is deleted before any copy of a round; no copy of a
+     re-created stream of that name starts while it is pending (metadata refuses it).
+  3. A file covers at most ``file_bytes`` of segment data, unless a single event is larger (a
+     large event stays whole), and ends at an event boundary (a section that starts an event,
+     any section of a byte stream, or the segment's visible length).
+  4. A segment's untiered data (from the later of its tiered end and its head to its visible
+     length) becomes a file when it reaches ``file_bytes``, when its oldest section is older
+     than ``file_age``, when the segment is sealed, or when ``flush`` asks for it.
+  5. A failure is never swallowed: it is logged (logger ``pravega_embedded.tiering``, WARNING
+     with the traceback), kept as the status's last error, and the round is tried again after a
+     backoff doubling from ``RETRY_MIN_S`` to ``RETRY_MAX_S``; nothing is skipped meanwhile.
+  6. ``close`` stops the thread after the copy in progress; no round starts after it, and once
+     the fail-stop latch has tripped no round starts either.
+  7. After a round that copied, the journal files whose every live record is tiered or
+     truncated are deleted (``Engine.reclaim``, with ``Engine.cold`` set from ``start`` on: the
+     engine reclaims tiered data only while it can read it back from tier 2).
+
+Thread-safety: rounds run one at a time (``_round_lock``): the thread and ``flush`` callers take
+turns. Lock order: ``_round_lock``, then the copier's lock, then the engine's locks.
+"""
+
+from __future__ import annotations
+
+import html
+import logging
+import threading
+import time
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+from ..config import TieringOptions
+from ..errors import StorageError, StoreClosedError, TieringTimeoutError
+from .coldreads import ColdReads
+from .copier import Copier
+from .layout import stream_dir
+from .target import Tier2Target
+
+if TYPE_CHECKING:
+    from ..engine import Engine
+    from ..segment import Segment
+    from ..stream import StreamState
+
+__all__ = ["Tierer", "TieringStatus"]
+
+LOG = logging.getLogger("pravega_embedded.tiering")
+
+RETRY_MIN_S = 0.5
+RETRY_MAX_S = 30.0
+
+
+@dataclass(frozen=True, slots=True)
+class TieringStatus:
+    """Where tiering stands (``store.tiering_status()``)."""
+
+    target: str  # the tier-2 URL
+    state: str  # "ok"; "retrying": tier 2 failed and is tried again; "stopped": the store closed
+    tiered_bytes: int  # segment bytes in tier 2 (live streams)
+    untiered_bytes: int  # committed segment bytes past the head not in tier 2 yet
+    files: int  # tier-2 data files of live streams
+    file_bytes: int  # their size in tier 2 (Parquet, compressed)
+    lag_seconds: float  # age of the oldest untiered data (0.0: none)
+    last_error: str | None  # the last failure, kept until a round succeeds
+    failures: int  # failed rounds in a row (0: the last round succeeded)
+    pending_deletions: int  # deleted streams whose tier-2 folder is still to be deleted
+
+    def _repr_html_(self) -> str:
+        colour = {"ok": "green", "retrying": "orange"}.get(self.state, "grey")
+        err = "" if self.last_error is None else f"<br>last error: {html.escape(self.last_error)}"
+        return (f"<b>Tier 2</b> {html.escape(self.target)}: "
+                f"<b style='color:{colour}'>{html.escape(self.state)}</b><br>"
+                f"tiered {self.tiered_bytes:,} B in {self.files:,} files ({self.file_bytes:,} B), "
+                f"untiered {self.untiered_bytes:,} B, lag {self.lag_seconds:.1f} s{err}")
+
+
+@dataclass(frozen=True, slots=True)
+class _Work:
+    """One copy a round will make: ``seg`` of ``st`` from its tiered end to ``end``."""
+
+    st: "StreamState"
+    seg: "Segment"
+    end: int
+
+
+class Tierer:
+    """Tiers one store's segments to one target (module docstring)."""
+
+    def __init__(self, engine: "Engine", options: TieringOptions) -> None:
+        self._engine = engine
+        self.options = options
+        self.target = Tier2Target(options.url, options.storage_options)
+        self.copier = Copier(engine, self.target)
+        self.cold = ColdReads(engine, self.target)
+        self._round_lock = threading.Lock()
+        self._recovered = False
+        self._stop = threading.Event()
+        self._failures = 0
+        self._last_error: str | None = None
+        self._thread = threading.Thread(target=self._loop, name="pe-tiering", daemon=True)
+
+    # ------------------------------------------------------------------ life cycle
+    def start(self) -> None:
+        self._engine.cold = self.cold  # tiered data is read from tier 2 and may be reclaimed
+        self._thread.start()
+
+    def close(self) -> None:
+        """Stop the thread after the copy in progress (invariant 6). Idempotent."""
+        self._stop.set()
+        if self._thread.is_alive() and self._thread is not threading.current_thread():
+            self._thread.join()
+
+    def _loop(self) -> None:
+        self._engine.latch.quiet()
+        delay = 0.0
+        while not self._stop.wait(delay):
+            e = self._engine
+            if e.latch.tripped or e.closed:
+                return  # invariant 6
+            try:
+                self._round(None)
+            except Exception as exc:  # noqa: BLE001 - invariant 5: logged, kept, retried
+                if self._stop.is_set() or e.closed:
+                    return
+                delay = self._failed(exc)
+            else:
+                self._failures = 0
+                self._last_error = None
+                delay = self.options.interval
+
+    def _failed(self, exc: BaseException) -> float:
+        """Invariant 5: record ``exc``; the backoff before the next try."""
+        self._failures += 1
+        self._last_error = f"{type(exc).__name__}: {exc}"
+        delay = min(RETRY_MAX_S, RETRY_MIN_S * 2 ** (self._failures - 1))
+        LOG.warning("store %s: tiering to %s failed (%d in a row); trying again in %.1f s",
+                    self._engine.path, self.target.url, self._failures, delay, exc_info=exc)
+        return delay
+
+    # ------------------------------------------------------------------ rounds
+    def _round(self, until: dict[int, int] | None) -> None:
+        """Recover once, delete pending folders, then copy what is due (``until``: copy every
+        segment up to the offset given, as ``flush`` asks) until nothing is."""
+        with self._round_lock:
+            if not self._recovered:
+                self.copier.recover()  # invariant 1
+                self._recovered = True
+            self._delete_streams()  # invariant 2
+            total = 0
+            try:
+                while True:
+                    work = self._due(until)
+                    copied = 0
+                    for w in work:
+                        if until is None and self._stop.is_set():
+                            return
+                        if self.copier.copy(w.st, w.seg, w.end) is not None:
+                            copied += 1
+                    total += copied
+                    if not copied:  # done, or only copies refused (a stream deleted meanwhile)
+                        return
+            finally:
+                if total and not self._engine.closed:
+                    self._reclaim()
+
+    def _reclaim(self) -> None:
+        """Delete the journal files whose live data is all in tier 2 now (invariant 7)."""
+        e = self._engine
+        e.checkpoint()  # a file is deleted only once it lies before the checkpoint position
+        e.reclaim()
+
+    def _delete_streams(self) -> None:
+        meta = self._engine.meta
+        for key in meta.tier2_deletions():
+            scope, stream = key.split("/", 1)
+            LOG.info("deleting the tier-2 data of deleted stream %s", key)
+            self.target.delete_tree(stream_dir(scope, stream))
+            meta.tier2_deleted(key)
+
+    def _streams(self) -> list["StreamState"]:
+        e = self._engine
+        with e.lock:
+            e.check_open()
+            return [st for st in e.streams.values() if not st.deleted]
+
+    def _due(self, until: dict[int, int] | None) -> list[_Work]:
+        """The copies due now (invariant 4), each at most a file (invariant 3)."""
+        e = self._engine
+        tiered = e.meta.tiering_segments()
+        acked = e.journal.acked()
+        now_ns = time.time_ns()
+        out = []
+        for st in self._streams():
+            for seg in list(st.segments.values()):
+                start = max(tiered.get(seg.uid, (0, None))[0], st.head.get(seg.segment_id, 0))
+                end = e.index.visible_length(seg, acked)
+                if until is not None:
+                    end = min(end, until.get(seg.uid, 0))
+                    due = end > start
+                else:
+                    due = end > start and (seg.sealed or end - start >= self.options.file_bytes
+                                           or self._aged(seg, start, now_ns))
+                if due:
+                    out.append(_Work(st, seg, self._file_end(st, seg, start, end)))
+        return out
+
+    def _aged(self, seg: "Segment", start: int, now_ns: int) -> bool:
+        entry, _ = self._engine.index.lookup(seg, start)
+        return now_ns - (entry.write_ns or seg.created_ns) >= self.options.file_age * 1e9
+
+    def _file_end(self, st: "StreamState", seg: "Segment", start: int, end: int) -> int:
+        """Where a file from ``start`` ends: at most ``file_bytes`` on, at an event boundary
+        (invariant 3)."""
+        limit = start + self.options.file_bytes
+        if end <= limit:
+            return end
+        index = self._engine.index
+        raw = st.kind == "bytes"
+        entry, _ = index.lookup(seg, limit)
+        while entry.start > start and not (raw or entry.n_events):  # inside a large event
+            entry, _ = index.lookup(seg, entry.start - 1)
+        if entry.start > start:
+            return entry.start
+        at = entry.end  # one section (a large event: all its chunks) is larger than a file
+        while at < end:
+            entry, _ = index.lookup(seg, at)
+            if raw or entry.n_events:
+                return at
+            at = entry.end
+        return end
+
+    # ------------------------------------------------------------------ the store's calls
+    def flush(self, timeout: float | None) -> None:
+        """Copy everything durable now to tier 2 and publish its manifests; retry while tier 2
+        fails, up to ``timeout`` seconds (None: without end), then TieringTimeoutError."""
+        e = self._engine
+        deadline = None if timeout is None else time.monotonic() + timeout
+        e.check_open()
+        e.journal.make_durable(e.journal.written(), "flush_tier2")
+        acked = e.journal.acked()
+        until = {seg.uid: e.index.visible_length(seg, acked)
+                 for st in self._streams() for seg in list(st.segments.values())}
+        delay = RETRY_MIN_S
+        while True:
+            try:
+                self._round(until)
+                return
+            except StorageError as exc:
+                LOG.warning("flush_tier2 of store %s: %s; trying again in %.1f s", e.path, exc, delay)
+                if deadline is not None and time.monotonic() + delay > deadline:
+                    raise TieringTimeoutError(
+                        f"flush_tier2 of store {e.path}: not everything is in tier 2 "
+                        f"({self.target.url}) after {timeout} s: {exc}") from exc
+                if self._stop.wait(delay):
+                    raise StoreClosedError(f"store {e.path} was closed during flush_tier2") from exc
+                delay = min(RETRY_MAX_S, delay * 2)
+
+    def status(self) -> TieringStatus:
+        """The tiering status now (``TieringStatus``)."""
+        e = self._engine
+        meta = e.meta
+        acked = e.journal.acked()
+        tiered_state = meta.tiering_segments()
+        now_ns = time.time_ns()
+        tiered = untiered = files = size = 0
+        oldest: int | None = None
+        for st in self._streams():
+            for seg in list(st.segments.values()):
+                for row in meta.tiered_files(seg.uid):
+                    files += 1
+                    tiered += row[1] - row[0]
+                    size += row[3]
+                start = max(tiered_state.get(seg.uid, (0, None))[0], st.head.get(seg.segment_id, 0))
+                end = e.index.visible_length(seg, acked)
+                if end > start:
+                    untiered += end - start
+                    entry, _ = e.index.lookup(seg, start)
+                    ns = entry.write_ns or seg.created_ns
+                    oldest = ns if oldest is None else min(oldest, ns)
+        state = "stopped" if self._stop.is_set() else "retrying" if self._failures else "ok"
+        return TieringStatus(
+            target=self.target.url, state=state, tiered_bytes=tiered, untiered_bytes=untiered,
+            files=files, file_bytes=size,
+            lag_seconds=0.0 if oldest is None else max(0.0, (now_ns - oldest) / 1e9),
+            last_error=self._last_error, failures=self._failures,
+            pending_deletions=len(meta.tier2_deletions()))

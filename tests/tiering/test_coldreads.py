@@ -1,0 +1,148 @@
+"""Once history is in tier 2 its journal files are deleted, and every way of reading reads it
+back from the Parquet files exactly as written: readers, reader groups, slices to Arrow,
+``fetch_event``, byte streams, large events; across a reopen too. A store opened without its
+tier 2 says where the data is; damaged tier-2 files are CorruptDataError."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import pytest
+
+import pravega_embedded as pe
+from pravega_embedded.errors import CorruptDataError
+
+MiB = 1 << 20
+
+
+def journal_files(path: Path) -> list[Path]:
+    return sorted((path / "journal").glob("*.pej"))
+
+
+def fill(store, n: int = 6000, size: int = 1000, key=lambda i: f"k{i % 5}") -> list[bytes]:
+    store.create_scope("iot", exist_ok=True)
+    store.create_stream("iot", "s", pe.StreamConfiguration(scaling=pe.ScalingPolicy.fixed(2)))
+    want = [b"%06d-" % i + os.urandom(size) for i in range(n)]
+    with store.create_writer("iot", "s") as w:
+        for i, ev in enumerate(want):
+            w.write_event(ev, routing_key=key(i))
+    return want
+
+
+def read_all(store) -> list[bytes]:
+    with store.create_reader("iot", "s") as r:
+        out = []
+        while (ev := r.read_next_event(timeout=0)) is not None:
+            out.append(ev.event)
+    return out
+
+
+def tier_and_reclaim(store, path: Path) -> None:
+    before = len(journal_files(path))
+    store.flush_tier2()
+    assert len(journal_files(path)) < before, "no journal file was reclaimed"
+    assert len(journal_files(path)) <= 2
+
+
+def test_reclaimed_history_reads_back_from_tier2_everywhere_and_after_reopen(tmp_path):
+    path = tmp_path / "data"
+    opts = dict(durability="none", roll_bytes=MiB, tier2_file_bytes=MiB, tail_cache_bytes=0)
+    with pe.open(path, **opts) as store:
+        want = fill(store)
+        pointers = {}
+        with store.create_reader("iot", "s") as r:
+            while (ev := r.read_next_event(timeout=0)) is not None:
+                pointers[ev.event] = ev.event_pointer
+        tier_and_reclaim(store, path)
+        loads = store._engine.cold.loads
+        got = read_all(store)
+        assert sorted(got) == sorted(want) and len(got) == len(want)
+        assert store._engine.cold.loads > loads, "nothing was read from tier 2"
+        table = store.read_slice("iot", "s").to_arrow()
+        assert sorted(table.column("event").to_pylist()) == sorted(want)
+        for ev in want[::997]:
+            assert store.fetch_event(pointers[ev]).event == ev
+    with pe.open(path, **opts) as store:  # the deleted files are not missed at open
+        got = read_all(store)
+        assert sorted(got) == sorted(want) and len(got) == len(want)
+        group = store.create_reader_group("g", [("iot", "s")])
+        with group.create_reader("r1") as r:
+            seen = []
+            while len(seen) < len(want):
+                ev = r.read_next_event(timeout=5)
+                assert ev is not None, f"the group reader stopped after {len(seen)} events"
+                if ev.event is not None:
+                    seen.append(ev.event)
+        assert sorted(seen) == sorted(want)
+
+
+def test_per_key_order_is_kept_across_journal_and_tier2(tmp_path):
+    path = tmp_path / "data"
+    with pe.open(path, durability="none", roll_bytes=MiB, tier2_file_bytes=MiB, tail_cache_bytes=0) as store:
+        fill(store, n=3000)
+        tier_and_reclaim(store, path)
+        with store.create_writer("iot", "s") as w:  # more, in the journal only
+            for i in range(3000, 3500):
+                w.write_event(b"%06d-tail" % i, routing_key=f"k{i % 5}")
+        got = read_all(store)
+    assert len(got) == 3500
+    by_key: dict[int, list[int]] = {}
+    for ev in got:
+        n = int(ev[:6])
+        by_key.setdefault(n % 5, []).append(n)
+    assert all(v == sorted(v) for v in by_key.values()), "per-key order broken"
+
+
+def test_byte_streams_and_large_events_read_back_from_tier2(tmp_path):
+    path = tmp_path / "data"
+    with pe.open(path, durability="none", roll_bytes=MiB, tier2_file_bytes=MiB, tail_cache_bytes=0) as store:
+        store.create_scope("iot")
+        data = os.urandom(5 * MiB)
+        with store.create_byte_stream("iot", "blob") as bs:
+            for i in range(0, len(data), 300_000):
+                bs.write(data[i:i + 300_000])
+                bs.flush()
+        store.create_stream("iot", "big")
+        big = [os.urandom(9 * MiB + i) for i in range(2)]
+        with store.create_writer("iot", "big") as w:
+            for ev in big:
+                w.write_event(ev, routing_key="k")
+        tier_and_reclaim(store, path)
+        with store.create_byte_stream("iot", "blob") as bs:
+            assert bs.read() == data
+            for at in (0, 1, 299_999, 300_000, 3 * MiB + 17, len(data) - 5):
+                bs.seek(at)
+                assert bs.read(1000) == data[at:at + 1000]
+        with store.create_reader("iot", "big") as r:
+            assert [r.read_next_event(timeout=0).event for _ in big] == big
+
+
+def test_a_store_opened_without_its_tier2_says_where_the_history_is(tmp_path):
+    path = tmp_path / "data"
+    with pe.open(path, durability="none", roll_bytes=MiB, tier2_file_bytes=MiB, tail_cache_bytes=0) as store:
+        want = fill(store, n=3000)
+        tier_and_reclaim(store, path)
+    with pe.open(path, durability="none", tier2=False) as store:
+        with pytest.raises(CorruptDataError, match="only in tier 2.*tier2=False"):
+            read_all(store)
+    with pe.open(path, durability="none") as store:
+        assert sorted(read_all(store)) == sorted(want)
+
+
+def test_damaged_tier2_files_are_corrupt_data_errors(tmp_path):
+    path = tmp_path / "data"
+    with pe.open(path, durability="none", roll_bytes=MiB, tier2_file_bytes=MiB, tail_cache_bytes=0) as store:
+        fill(store, n=3000)
+        tier_and_reclaim(store, path)
+    victim = sorted((path / "tier2").rglob("*.parquet"))[0]
+    raw = bytearray(victim.read_bytes())
+    raw[len(raw) // 2: len(raw) // 2 + 64] = b"\xff" * 64
+    victim.write_bytes(bytes(raw))
+    with pe.open(path, durability="none") as store:
+        with pytest.raises(CorruptDataError):
+            read_all(store)
+    victim.unlink()
+    with pe.open(path, durability="none") as store:
+        with pytest.raises(CorruptDataError, match="missing"):
+            read_all(store)

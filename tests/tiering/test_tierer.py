@@ -1,0 +1,228 @@
+"""The store tiers by itself: a sealed segment, a segment whose data reached the file size and
+one whose oldest data reached the file age go to tier 2 without being asked; ``flush_tier2``
+puts everything durable there; plain readers (DuckDB, pyarrow) see exactly the acknowledged
+events once; a deleted stream's tier-2 data goes with it; tier 2 failing is retried, shown in
+``tiering_status`` and drained with nothing lost or duplicated once it works again."""
+
+from __future__ import annotations
+
+import os
+import time
+from pathlib import Path
+
+import duckdb
+import pyarrow.dataset as ds
+import pytest
+
+import pravega_embedded as pe
+from pravega_embedded.errors import InvalidConfigurationError, TieringTimeoutError
+from pravega_embedded.tiering.layout import parse_file_name
+from pravega_embedded.tiering.manifest import latest_manifest
+from pravega_embedded.tiering.target import Tier2Target
+
+
+def wait_until(pred, timeout: float, what: str):
+    deadline = time.monotonic() + timeout
+    while True:
+        got = pred()
+        if got:
+            return got
+        if time.monotonic() > deadline:
+            raise AssertionError(f"timed out waiting for {what}")
+        time.sleep(0.02)
+
+
+def events_in(root: Path, scope: str, stream: str) -> list[bytes]:
+    glob = f"{root}/scope={scope}/stream={stream}/**/*.parquet"
+    return [r[0] for r in duckdb.sql(
+        f"SELECT event FROM read_parquet('{glob}', hive_partitioning=1) ORDER BY segment, \"offset\""
+    ).fetchall()]
+
+
+def write(store, stream: str, events: list[bytes], key=lambda i: f"k{i % 7}", *,
+          each: bool = False) -> None:
+    """Write ``events``; ``each``: flush after each (one section per event)."""
+    with store.create_writer("iot", stream) as w:
+        for i, ev in enumerate(events):
+            w.write_event(ev, routing_key=key(i))
+            if each:
+                w.flush()
+
+
+def make(store, stream: str, n: int = 1) -> None:
+    store.create_scope("iot", exist_ok=True)
+    store.create_stream("iot", stream, pe.StreamConfiguration(scaling=pe.ScalingPolicy.fixed(n)))
+
+
+def test_flush_tier2_puts_every_acknowledged_event_in_the_default_folder_once(tmp_path):
+    path = tmp_path / "data"
+    want = [b"ev-%05d" % i for i in range(3000)]
+    with pe.open(path) as store:
+        make(store, "sensors", 3)
+        before = store.tiering_status()
+        assert before.state == "ok" and before.tiered_bytes == 0 and before.files == 0
+        write(store, "sensors", want)
+        pending = store.tiering_status()
+        assert pending.untiered_bytes > 0
+        store.flush_tier2()
+        st = store.tiering_status()
+        info = store.stream_info("iot", "sensors")
+    root = path / "tier2"
+    assert sorted(events_in(root, "iot", "sensors")) == want
+    assert st.untiered_bytes == 0 and st.lag_seconds == 0.0 and st.last_error is None
+    assert st.tiered_bytes == sum(s.length for s in info.segments) == pending.untiered_bytes
+    assert st.files == 3 and st.file_bytes == sum(
+        p.stat().st_size for p in root.rglob("*.parquet"))
+    table = ds.dataset(str(root), partitioning="hive").to_table()
+    assert table.num_rows == len(want)
+    assert "<b>Tier 2</b>" in st._repr_html_()
+
+
+def test_sealed_segments_and_aged_data_tier_by_themselves(tmp_path):
+    with pe.open(tmp_path / "data", tier2_file_age=0.3) as store:
+        make(store, "a", 2)
+        write(store, "a", [b"x%d" % i for i in range(200)])
+        info = store.stream_info("iot", "a")
+        # no flush: the data's age closes its files
+        wait_until(lambda: store.tiering_status().untiered_bytes == 0, 60, "aged data tiered")
+        assert store.tiering_status().tiered_bytes == sum(s.length for s in info.segments)
+    with pe.open(tmp_path / "data2") as store:  # the default age (minutes): only the seal
+        make(store, "b", 2)
+        write(store, "b", [b"y%d" % i for i in range(200)])
+        first = store.stream_info("iot", "b").segments[0]
+        store.scale_stream("iot", "b", [first.segment_id], [(first.key_low, first.key_high)])
+        wait_until(lambda: store.tiering_status().tiered_bytes == first.length, 60,
+                   "the sealed segment tiered")
+        time.sleep(0.2)  # the open segment is not tiered meanwhile (it is neither full nor old)
+        st = store.tiering_status()
+        assert st.tiered_bytes == first.length and st.untiered_bytes > 0
+
+
+def test_files_close_at_their_size_on_event_boundaries_and_a_large_event_stays_whole(tmp_path):
+    big = os.urandom(9 << 20)  # a large event (over 8 MiB), larger than a file
+    want = [os.urandom(100 + i % 900) for i in range(400)] + [big] + [b"after-%d" % i for i in range(50)]
+    with pe.open(tmp_path / "data", durability="none", tier2_file_bytes=16 << 10) as store:
+        make(store, "s")
+        write(store, "s", want, key=lambda i: "k", each=True)  # one key: in order
+        size = store.stream_info("iot", "s").segments[0].length
+        wait_until(lambda: store.tiering_status().untiered_bytes < 16 << 10, 60, "full files tiered")
+        store.flush_tier2()
+    root = tmp_path / "data" / "tier2"
+    assert events_in(root, "iot", "s") == want
+    ranges = sorted(parse_file_name(p.name) for p in root.rglob("*.parquet"))
+    assert ranges[0][0] == 0 and ranges[-1][1] == size
+    assert all(a[1] == b[0] for a, b in zip(ranges, ranges[1:])), "gaps or overlaps"
+    over = [r for r in ranges if r[1] - r[0] > 16 << 10]
+    assert len(over) == 1 and over[0][1] - over[0][0] > len(big), "only the large event's file is over"
+
+
+def test_byte_streams_and_transactions_tier_only_committed_bytes(tmp_path):
+    with pe.open(tmp_path / "data", durability="none") as store:
+        store.create_scope("iot")
+        bs = store.create_byte_stream("iot", "blob")
+        data = os.urandom(300_000)
+        bs.write(data)
+        bs.flush()
+        make(store, "t")
+        tw = store.create_transactional_writer("iot", "t")
+        committed, aborted, open_ = tw.begin_txn(), tw.begin_txn(), tw.begin_txn()
+        for txn, tag in ((committed, b"c"), (aborted, b"a"), (open_, b"o")):
+            for i in range(50):
+                txn.write_event(tag + b"%d" % i, routing_key="k")
+        committed.commit()
+        aborted.abort()
+        store.flush_tier2()
+        root = tmp_path / "data" / "tier2"
+        assert b"".join(events_in(root, "iot", "blob")) == data
+        assert sorted(events_in(root, "iot", "t")) == sorted(b"c%d" % i for i in range(50))
+        open_.abort()
+
+
+def test_a_deleted_streams_tier2_data_goes_and_a_recreated_stream_starts_clean(tmp_path):
+    root = tmp_path / "data" / "tier2"
+    with pe.open(tmp_path / "data", durability="none") as store:
+        make(store, "s", 2)
+        write(store, "s", [b"old-%d" % i for i in range(300)])
+        store.flush_tier2()
+        assert len(events_in(root, "iot", "s")) == 300
+        store.delete_stream("iot", "s")
+        make(store, "s", 1)
+        write(store, "s", [b"new-%d" % i for i in range(10)], key=lambda i: "k")
+        store.flush_tier2()
+        assert events_in(root, "iot", "s") == [b"new-%d" % i for i in range(10)]
+        m = latest_manifest(Tier2Target(str(root)), "iot", "s")
+        assert m is not None and m.version == 1 and len(m.files) == 1
+        store.delete_stream("iot", "s")
+        wait_until(lambda: not (root / "scope=iot" / "stream=s").exists(), 60, "the folder deleted")
+        assert store.tiering_status().pending_deletions == 0
+
+
+def test_deletion_pending_at_a_crash_is_done_at_the_next_open(tmp_path):
+    root = tmp_path / "data" / "tier2"
+    with pe.open(tmp_path / "data", durability="none") as store:
+        make(store, "s")
+        write(store, "s", [b"e%d" % i for i in range(20)], key=lambda i: "k")
+        store.flush_tier2()
+    with pe.open(tmp_path / "data", durability="none", tier2=False) as store:
+        store.delete_stream("iot", "s")  # not tiering: the deletion waits in LMDB
+    assert (root / "scope=iot" / "stream=s").exists()
+    with pe.open(tmp_path / "data", durability="none") as store:
+        make(store, "s")
+        write(store, "s", [b"again"])
+        store.flush_tier2()
+        assert events_in(root, "iot", "s") == [b"again"]
+
+
+def test_tier2_failing_is_retried_shown_and_drained_without_loss_or_duplicates(tmp_path):
+    root = tmp_path / "data" / "tier2"
+    root.mkdir(parents=True)
+    blocker = root / "scope=iot"
+    blocker.write_bytes(b"not a folder")  # every copy of scope iot fails until it goes
+    want = [b"v%d" % i for i in range(500)]
+    with pe.open(tmp_path / "data", durability="none", tier2_file_age=0.1) as store:
+        make(store, "s", 2)
+        write(store, "s", want)
+        with pytest.raises(TieringTimeoutError, match="not everything is in tier 2"):
+            store.flush_tier2(timeout=1.0)
+        st = wait_until(lambda: (s := store.tiering_status()).state == "retrying" and s, 60,
+                        "the tierer retrying")
+        assert st.failures >= 1 and "tier-2" in st.last_error and st.untiered_bytes > 0
+        write(store, "s", [b"more"])  # ingest goes on meanwhile
+        blocker.unlink()
+        st = wait_until(lambda: (s := store.tiering_status()).untiered_bytes == 0
+                        and s.state == "ok" and s, 120, "the backlog drained")
+        assert st.last_error is None and st.failures == 0
+    assert sorted(events_in(root, "iot", "s")) == sorted(want + [b"more"])
+
+
+def test_tiering_off_and_bad_options(tmp_path):
+    with pe.open(tmp_path / "off", durability="none", tier2=False) as store:
+        with pytest.raises(InvalidConfigurationError, match="tier2=False"):
+            store.tiering_status()
+        with pytest.raises(InvalidConfigurationError):
+            store.flush_tier2()
+    assert not (tmp_path / "off" / "tier2").exists()
+    for bad in ({"tier2": 5}, {"tier2_file_bytes": 10}, {"tier2_file_age": 0},
+                {"tier2_options": ["x"]}, {"tier2": "nosuchproto://x"}):
+        with pytest.raises(InvalidConfigurationError):
+            pe.open(tmp_path / "bad", durability="none", **bad)
+    with pe.open(tmp_path / "bad", durability="none") as store:  # the failed opens let go of it
+        assert store.tiering_status().state == "ok"
+
+
+def test_a_chosen_folder_and_memory_target(tmp_path):
+    lake = tmp_path / "lake"
+    with pe.open(tmp_path / "data", durability="none", tier2=lake) as store:
+        make(store, "s")
+        write(store, "s", [b"a", b"b"], key=lambda i: "k")
+        store.flush_tier2()
+    assert events_in(lake, "iot", "s") == [b"a", b"b"]
+    assert not (tmp_path / "data" / "tier2").exists()
+    with pe.open(tmp_path / "data2", durability="none", tier2="memory://pe-test-tierer") as store:
+        make(store, "s")
+        write(store, "s", [b"m"])
+        store.flush_tier2()
+        st = store.tiering_status()
+        assert st.files == 1 and st.target == "memory://pe-test-tierer"
+    m = latest_manifest(Tier2Target("memory://pe-test-tierer"), "iot", "s")
+    assert m is not None and m.files[0].events == 1
