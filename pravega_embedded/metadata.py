@@ -651,6 +651,9 @@ class Metadata:
     def manifest_published(self, stream_key: str, version: int) -> None:
         """Record that manifest ``version`` of the stream is in tier 2."""
         with self.write("record a published tier-2 manifest") as txn:
+            raw = self._get(txn, b"tiering", b"m" + stream_key.encode())
+            if raw is None or _LE64.unpack(raw)[0] < version:
+                return  # the stream was deleted meanwhile: nothing of it is recorded any more
             self._put(txn, b"tiering", b"p" + stream_key.encode(), _LE64.pack(version))
 
     # ------------------------------------------------------------------ checkpoint

@@ -129,13 +129,13 @@ class SegmentSource:
         if len(data) >= _FH:
             pl, kl = _FRAME_HEAD.unpack_from(data, 0)
             if frame_length(pl, kl) > len(data):
-                if self.engine.cold is not None and offset < self.engine.tiered.get(self.seg.uid, 0):
-                    # tiered: its chunks' journal files may be reclaimed; tier 2 has it whole
-                    return self._read_cold(offset, limit, copy)
                 try:
                     return read_large(self, offset, limit, data)
                 except OSError as exc:  # CorruptDataError and StorageError are OSErrors too
                     self._truncated(offset)
+                    if self.engine.cold is not None and offset < self.engine.tiered.get(self.seg.uid, 0):
+                        # tiered, and a chunk's journal file was reclaimed: tier 2 has it whole
+                        return self._read_cold(offset, limit, copy)
                     if isinstance(exc, (CorruptDataError, StorageError)):
                         raise
                     raise StorageError(f"read of segment {self.seg.name} at {offset}: {exc}") from exc
@@ -194,21 +194,28 @@ class SegmentSource:
             raise InvalidStreamCutError(
                 f"{what}: offset {offset} is inside a large event in segment {seg.name}"
             )
-        if offset == e.start:
+        head = seg.stream.head.get(seg.segment_id, 0)
+        if offset == e.start or offset == head:
             return
-        data, _ = self.read_raw(e.start, offset)
+        # parse whole frames from the section's start (or the head inside it: data before the
+        # head may be in neither tier) up to ``offset``; a read from tier 2 may end early (a
+        # row group's end) or late (a frame crossing ``offset``: not a boundary)
+        at = max(e.start, head)
         frames = FrameParser(1024)
-        cbuf = ffi.from_buffer(data)
-        p = 0
-        while p < len(data):
-            n, consumed = frames.parse(cbuf + p, len(data) - p, what)
-            if n == 0:
-                break
-            p += consumed
-        if p != len(data):
-            raise InvalidStreamCutError(
-                f"{what}: offset {offset} is not an event boundary in segment {seg.name}"
-            )
+        while at < offset:
+            data, stop = self.read_raw(at, offset)
+            cbuf = ffi.from_buffer(data)
+            p = 0
+            while p < len(data):
+                n, consumed = frames.parse(cbuf + p, len(data) - p, what)
+                if n == 0:
+                    break
+                p += consumed
+            if p != len(data) or stop > offset or stop <= at:
+                raise InvalidStreamCutError(
+                    f"{what}: offset {offset} is not an event boundary in segment {seg.name}"
+                )
+            at = stop
 
     def fetch(self, offset: int, length: int, serializer: Any) -> EventRead:
         seg = self.seg

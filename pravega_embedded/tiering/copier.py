@@ -19,7 +19,9 @@ Invariants:
      durable, committed data is copied, in every durability mode. The files of a segment never
      overlap, and a data file is never written over another (exclusive puts).
   4. A failed copy leaves nothing behind: its file is deleted (or, if that fails too, left to
-     ``recover`` as a started copy) and the error reaches the caller.
+     ``recover`` as a started copy) and the error reaches the caller. Once the transaction
+     recording the file has been attempted the file is never deleted by the copy: a failure
+     there (a failed sync after the commit) leaves the started copy to the next copy or open.
 
 Thread-safety: one copy at a time per store (``lock``); ``recover`` runs before any copy.
 """
@@ -94,6 +96,7 @@ class Copier:
             start = max(tiered, st.head.get(seg.segment_id, 0))
             if end <= start or st.deleted or not meta.tiering_begin(seg.uid, st.key, tiered, (start, end)):
                 return None  # (1: the copy is recorded as started)
+            finishing = False
             try:
                 rows = segment_rows(e, seg, start, end, fallback_ns=seg.created_ns)
                 f = write_segment_file(self.target, st.scope, st.name, seg.segment_id, rows)  # 2
@@ -101,6 +104,7 @@ class Copier:
                     raise CorruptDataError(f"tier-2 copy of segment {seg.name}: the file holds "
                                            f"[{f.first}, {f.end}), not [{start}, {end})")
                 verify_segment_file(self.target, st.scope, st.name, f)
+                finishing = True  # from here LMDB may record the file: it is never deleted
                 version = meta.tiering_finish(seg.uid, st.key, (f.first, f.end, f.events,  # 3
                                                                 f.size, f.min_write_us,
                                                                 f.max_write_us))
@@ -108,9 +112,13 @@ class Copier:
                     raise StreamNotFoundError(f"stream {st.key} was deleted during a tier-2 copy")
                 e.tiered[seg.uid] = f.end  # reads before it may go to tier 2 from now on
             except BaseException as exc:
-                self._forget(seg, tiered, (start, end), st)
                 if isinstance(exc, StreamNotFoundError):
+                    self._forget(seg, tiered, (start, end), st)
                     return None
+                if not finishing:
+                    self._forget(seg, tiered, (start, end), st)
+                # else: whether LMDB recorded the file is unknown (a failed sync after its
+                # commit); the started copy left otherwise is cleaned by the next copy or open
                 raise
             self._publish(st, version)  # 4
             LOG.debug("tiered %s/%s segment %d [%d, %d): %d events, %d bytes", st.scope, st.name,
@@ -134,6 +142,14 @@ class Copier:
         for entry in self.target.list(rel_dir):
             if entry == name or (entry.startswith("_stage.") and entry.endswith(f".{name}.partial")):
                 self.target.delete(f"{rel_dir}/{entry}")
+
+    def publish_pending(self, st: "StreamState") -> None:
+        """Publish ``st``'s latest manifest if LMDB took its version but it is not in tier 2
+        yet (an earlier publication failed)."""
+        with self.lock:
+            version, published = self._engine.meta.manifest_versions(st.key)
+            if version > published and not st.deleted:
+                self._publish(st, version)
 
     def _publish(self, st: "StreamState", version: int, *, after_crash: bool = False) -> None:
         """Publish manifest ``version`` of ``st`` and record it published. After a crash the

@@ -6,7 +6,8 @@ fsspec URL) and the translation of its failures into ``pravega_embedded.errors``
 Invariants:
   1. ``put`` publishes a file complete or not at all. On a local folder it writes a staged name
      (``layout.stage_name``: no reader globs it), fsyncs it, renames it into place and fsyncs
-     the folder; elsewhere it is one ``pipe_file`` (a single PUT on S3). With ``exclusive``, an
+     the folder (and the parent of every folder it had to create); elsewhere it is one
+     ``pipe_file`` (a single PUT on S3). With ``exclusive``, an
      existing file is not replaced (AlreadyExistsError instead): atomically on a local folder
      (a hard link), by a look before the PUT elsewhere (one owner writes a tier-2 root).
   2. Every path handed in is relative to the root and made of layout's names: no ``..``, no
@@ -96,7 +97,7 @@ class Tier2Target:
     @staticmethod
     def _put_local(path: str, data: bytes, exclusive: bool) -> None:
         parent, final = os.path.split(path)
-        os.makedirs(parent, exist_ok=True)
+        _makedirs_durable(parent)
         tmp = os.path.join(parent, stage_name(final))
         fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o644)
         try:
@@ -121,11 +122,7 @@ class Tier2Target:
             except OSError:
                 pass
             raise
-        dfd = os.open(parent, os.O_RDONLY | os.O_DIRECTORY)
-        try:
-            os.fsync(dfd)
-        finally:
-            os.close(dfd)
+        _fsync_dir(parent)
 
     def delete(self, rel: str) -> None:
         """Remove the file at ``rel``; a file already gone is not an error."""
@@ -183,3 +180,27 @@ class Tier2Target:
         if len(data) > max_bytes:  # it grew between the two calls
             raise CorruptDataError(f"tier-2 file {self.where(rel)} is larger than {max_bytes:,} bytes")
         return bytes(data)
+
+
+def _fsync_dir(path: str) -> None:
+    dfd = os.open(path, os.O_RDONLY | os.O_DIRECTORY)
+    try:
+        os.fsync(dfd)
+    finally:
+        os.close(dfd)
+
+
+def _makedirs_durable(path: str) -> None:
+    """``os.makedirs`` whose new folders survive a power cut: each new folder's parent is
+    fsynced once the folder is in it (invariant 1: a published file's path is durable)."""
+    missing = []
+    d = path
+    while not os.path.isdir(d):
+        missing.append(d)
+        up = os.path.dirname(d)
+        if up == d:
+            break
+        d = up
+    os.makedirs(path, exist_ok=True)
+    for d in reversed(missing):
+        _fsync_dir(os.path.dirname(d))

@@ -38,7 +38,13 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from ..config import TieringOptions
-from ..errors import StorageError, StoreClosedError, TieringTimeoutError
+from ..errors import (
+    InvalidConfigurationError,
+    StorageError,
+    StoreClosedError,
+    TieringTimeoutError,
+    TruncatedDataError,
+)
 from .coldreads import ColdReads
 from .copier import Copier
 from .layout import stream_dir
@@ -153,6 +159,8 @@ class Tierer:
                 self.copier.recover()  # invariant 1
                 self._recovered = True
             self._delete_streams()  # invariant 2
+            for st in self._streams():  # a manifest whose publication failed earlier
+                self.copier.publish_pending(st)
             total = 0
             try:
                 while True:
@@ -166,6 +174,8 @@ class Tierer:
                     total += copied
                     if not copied:  # done, or only copies refused (a stream deleted meanwhile)
                         return
+                    self._reclaim()  # each pass: a long round under ingest keeps the disk bounded
+                    total = 0
             finally:
                 if total and not self._engine.closed:
                     self._reclaim()
@@ -241,6 +251,9 @@ class Tierer:
         """Copy everything durable now to tier 2 and publish its manifests; retry while tier 2
         fails, up to ``timeout`` seconds (None: without end), then TieringTimeoutError."""
         e = self._engine
+        if timeout is not None and (isinstance(timeout, bool) or not isinstance(timeout, (int, float))
+                                    or not timeout >= 0):
+            raise InvalidConfigurationError(f"timeout must be None or seconds >= 0, got {timeout!r}")
         deadline = None if timeout is None else time.monotonic() + timeout
         e.check_open()
         e.journal.make_durable(e.journal.written(), "flush_tier2")
@@ -252,7 +265,7 @@ class Tierer:
             try:
                 self._round(until)
                 return
-            except StorageError as exc:
+            except (StorageError, TruncatedDataError) as exc:  # tier 2 failed; a truncation raced
                 LOG.warning("flush_tier2 of store %s: %s; trying again in %.1f s", e.path, exc, delay)
                 if deadline is not None and time.monotonic() + delay > deadline:
                     raise TieringTimeoutError(

@@ -146,3 +146,58 @@ def test_damaged_tier2_files_are_corrupt_data_errors(tmp_path):
     with pe.open(path, durability="none") as store:
         with pytest.raises(CorruptDataError, match="missing"):
             read_all(store)
+
+
+def _sectioned(store, n: int, per_section: int) -> list:
+    """One segment written in sections of ``per_section`` events, then tiered and reclaimed;
+    the events as read (with offsets)."""
+    store.create_scope("iot")
+    store.create_stream("iot", "c")
+    with store.create_writer("iot", "c") as w:
+        for i in range(n):
+            w.write_event(b"%06d-" % i + os.urandom(300), routing_key="k")
+            if i % per_section == per_section - 1:
+                w.flush()
+    with store.create_reader("iot", "c") as r:
+        evs = []
+        while (ev := r.read_next_event(timeout=0)) is not None:
+            evs.append(ev)
+    return evs
+
+
+def test_cuts_into_tiered_history_are_checked_like_cuts_into_the_journal(tmp_path):
+    path = tmp_path / "data"
+    with pe.open(path, durability="none", roll_bytes=MiB, tier2_file_bytes=MiB, tail_cache_bytes=0) as store:
+        evs = _sectioned(store, 8000, 50)
+        before = len(journal_files(path))
+        store.flush_tier2()
+        assert len(journal_files(path)) < before
+        sid = evs[0].segment_id
+        for ev in evs[50:-1:650] + evs[77:-1:911]:  # first events of sections, and others
+            for bad in (ev.offset + 1, ev.offset + 6, ev.offset + ev.length - 1):
+                cut = pe.StreamCut.of("iot", "c", {sid: bad})
+                with pytest.raises(pe.errors.InvalidStreamCutError):
+                    store.create_reader("iot", "c", start=cut)
+                with pytest.raises(pe.errors.InvalidStreamCutError):
+                    store.truncate_stream("iot", "c", cut)
+            with store.create_reader("iot", "c", start=pe.StreamCut.of("iot", "c", {sid: ev.offset})) as r:
+                assert r.read_next_event(timeout=0).event == ev.event
+
+
+def test_history_from_a_head_inside_a_section_reads_back_after_reclaim(tmp_path):
+    path = tmp_path / "data"
+    with pe.open(path, durability="none", roll_bytes=MiB, tier2_file_bytes=MiB, tail_cache_bytes=0) as store:
+        evs = _sectioned(store, 8000, 50)
+        sid = evs[0].segment_id
+        head = evs[1025]  # inside a section of 50
+        store.truncate_stream("iot", "c", pe.StreamCut.of("iot", "c", {sid: head.offset}))
+        before = len(journal_files(path))
+        store.flush_tier2()
+        assert len(journal_files(path)) < before
+        with store.create_reader("iot", "c") as r:
+            got = [r.read_next_event(timeout=0).event for _ in range(5)]
+        assert got == [e.event for e in evs[1025:1030]]
+        assert store.fetch_event(evs[1026].event_pointer).event == evs[1026].event
+        cut = pe.StreamCut.of("iot", "c", {sid: evs[1027].offset})
+        table = store.read_slice("iot", "c", start=cut).to_arrow()
+        assert table.column("event").to_pylist() == [e.event for e in evs[1027:]]

@@ -226,3 +226,28 @@ def test_a_chosen_folder_and_memory_target(tmp_path):
         assert st.files == 1 and st.target == "memory://pe-test-tierer"
     m = latest_manifest(Tier2Target("memory://pe-test-tierer"), "iot", "s")
     assert m is not None and m.files[0].events == 1
+
+
+def test_a_manifest_whose_publication_failed_is_published_by_the_next_round(tmp_path, monkeypatch):
+    from pravega_embedded.errors import StorageError
+    from pravega_embedded.tiering import copier
+
+    real = copier.publish_manifest
+    failures = []
+
+    def flaky(target, m):
+        if not failures:
+            failures.append(m.version)
+            raise StorageError(5, "tier 2 refused the manifest (test)")
+        return real(target, m)
+
+    monkeypatch.setattr(copier, "publish_manifest", flaky)
+    root = tmp_path / "data" / "tier2"
+    with pe.open(tmp_path / "data", durability="none") as store:
+        make(store, "s")
+        write(store, "s", [b"e%d" % i for i in range(50)], key=lambda i: "k")
+        store.flush_tier2(timeout=60)
+        assert failures == [1]
+        m = latest_manifest(Tier2Target(str(root)), "iot", "s")
+        assert m is not None and m.version == 1 and m.files[0].events == 50
+        assert store._engine.meta.manifest_versions("iot/s") == (1, 1)
