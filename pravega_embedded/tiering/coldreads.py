@@ -189,14 +189,19 @@ class ColdReads:
             raise CorruptDataError(f"segment {seg.name}: tier-2 file {f.name} of {self.target.url} "
                                    f"has no row at offset {offset} though its range holds it")
         raw = st.kind == "bytes"
-        buf = bytes_of(table) if raw else frames_of(table)
-        offs = table.column("offset").combine_chunks()
-        start = offs[0].as_py()
-        end = start + buf.size
-        # invariant 1: each row starts where the rows before it end
-        lens = _row_lengths(table, raw)
-        if end > f.end or not pc.all(pc.equal(pc.subtract(offs, start),
-                                              pc.subtract(pc.cumulative_sum(lens), lens))).as_py():
+        try:
+            buf = bytes_of(table) if raw else frames_of(table)
+            offs = table.column("offset").combine_chunks()
+            start = offs[0].as_py()
+            end = start + buf.size
+            # invariant 1: each row starts where the rows before it end
+            lens = _row_lengths(table, raw)
+            covered = pc.all(pc.equal(pc.subtract(offs, start),
+                                      pc.subtract(pc.cumulative_sum(lens), lens))).as_py()
+        except pa.ArrowException as exc:  # e.g. a key too long for a frame: not our file
+            raise CorruptDataError(f"segment {seg.name}: tier-2 file {f.name} of {self.target.url} "
+                                   f"holds rows that are not events of this store ({exc})") from exc
+        if end > f.end or not covered:
             raise CorruptDataError(f"segment {seg.name}: tier-2 file {f.name} of {self.target.url} "
                                    f"holds rows that do not cover their offsets")
         if not start <= offset < end:

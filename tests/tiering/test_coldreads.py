@@ -201,3 +201,28 @@ def test_history_from_a_head_inside_a_section_reads_back_after_reclaim(tmp_path)
         cut = pe.StreamCut.of("iot", "c", {sid: evs[1027].offset})
         table = store.read_slice("iot", "c", start=cut).to_arrow()
         assert table.column("event").to_pylist() == [e.event for e in evs[1027:]]
+
+
+def test_a_forged_file_whose_rows_cannot_be_events_is_corrupt_data(tmp_path):
+    import pyarrow.parquet as pq
+
+    from pravega_embedded.tiering.parquetfile import SegmentRows, write_segment_file
+    from pravega_embedded.tiering.target import Tier2Target
+
+    path = tmp_path / "data"
+    with pe.open(path, durability="none", roll_bytes=MiB, tier2_file_bytes=MiB) as store:
+        fill(store, n=3000)
+        tier_and_reclaim(store, path)
+    victim = sorted((path / "tier2").rglob("*.parquet"))[0]
+    t = pq.read_table(victim)
+    keys = t.column("routing_key").to_pylist()
+    keys[0] = "x" * 70_000  # longer than a frame's u16 key length
+    meta = victim.parent.name.split("=")[1]
+    first, end = (int(x) for x in victim.stem.split("-"))
+    rows = SegmentRows(t.column("offset").to_pylist(), keys, t.column("event").to_pylist(),
+                       [int(x.timestamp() * 1e6) for x in t.column("write_time").to_pylist()], end)
+    victim.unlink()
+    write_segment_file(Tier2Target(str(path / "tier2")), "iot", "s", int(meta), rows)
+    with pe.open(path, durability="none") as store:
+        with pytest.raises(CorruptDataError, match="not events of this store|do not cover"):
+            read_all(store)
