@@ -30,7 +30,7 @@ import time
 import uuid
 from dataclasses import dataclass
 
-from .errors import CorruptDataError, FormatVersionError, StoreLockedError, storage_error
+from .errors import CorruptDataError, FormatVersionError, StorageError, StoreLockedError, storage_error
 from .failstop import FailStop
 from .lmdbfile import check_lmdb_file
 
@@ -116,6 +116,18 @@ def _fsync_dir(path: str, what: str) -> None:
 
 
 def _lock(path: str) -> int:
+    try:
+        return _lock_once(path)
+    except StorageError as exc:
+        if exc.errno != _errno.ENOENT:
+            raise
+        # A FUSE file system (LazyFS after a simulated power cut) may answer ENOENT for a LOCK
+        # file it has just opened, when the cut dropped the file's unsynced state: the file is
+        # only the holder's pid, so open it afresh once
+        return _lock_once(path)
+
+
+def _lock_once(path: str) -> int:
     lock_path = os.path.join(path, "LOCK")
     try:
         fd = os.open(lock_path, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o644)

@@ -197,3 +197,23 @@ def test_os_mode_syncs_the_journal_before_a_topology_commit(store_path):
     with pe.open(store_path, durability="os") as s2:
         assert not s2.stream_info("o", "t").sealed
         assert [e.event for e in s2.read_slice("o", "t")] == [b"data"]
+
+
+def test_a_lock_file_a_fuse_file_system_lost_is_opened_afresh(tmp_path, monkeypatch):
+    """LazyFS, after a simulated power cut, once answered ENOENT to ftruncate of the LOCK file
+    it had just opened (CI); the open tries the LOCK file once more instead of failing."""
+    import pravega_embedded.storedir as sd
+
+    real = os.ftruncate
+    calls = []
+
+    def lost_once(fd, length):
+        calls.append(fd)
+        if len(calls) == 1:
+            raise FileNotFoundError(errno.ENOENT, "No such file or directory")
+        return real(fd, length)
+
+    monkeypatch.setattr(sd.os, "ftruncate", lost_once)
+    with pe.open(tmp_path / "s", durability="none", tier2=False) as store:
+        store.create_scope("x")
+    assert len(calls) == 2
