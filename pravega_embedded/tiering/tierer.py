@@ -161,23 +161,22 @@ class Tierer:
             self._delete_streams()  # invariant 2
             for st in self._streams():  # a manifest whose publication failed earlier
                 self.copier.publish_pending(st)
-            total = 0
+            pending = 0  # copies since the last reclaim
             try:
                 while True:
-                    work = self._due(until)
                     copied = 0
-                    for w in work:
+                    for w in self._due(until):
                         if until is None and self._stop.is_set():
                             return
                         if self.copier.copy(w.st, w.seg, w.end) is not None:
                             copied += 1
-                    total += copied
+                            pending += 1
                     if not copied:  # done, or only copies refused (a stream deleted meanwhile)
                         return
-                    self._reclaim()  # each pass: a long round under ingest keeps the disk bounded
-                    total = 0
+                    self._reclaim()  # after each pass: a long round under ingest stays bounded
+                    pending = 0
             finally:
-                if total and not self._engine.closed:
+                if pending and not self._engine.closed:
                     self._reclaim()
 
     def _reclaim(self) -> None:
