@@ -200,7 +200,7 @@ class SegmentSource:
         # parse whole frames from the section's start (or the head inside it: data before the
         # head may be in neither tier) up to ``offset``; a read from tier 2 may end early (a
         # row group's end) or late (a frame crossing ``offset``: not a boundary)
-        at = max(e.start, head)
+        at = max(e.start, head) if offset > head else e.start
         frames = FrameParser(1024)
         while at < offset:
             data, stop = self.read_raw(at, offset)
