@@ -95,6 +95,8 @@ class TieringService(Protocol):
     def status(self) -> "TieringStatus": ...
 
 
+TIERED_EVENT_LIMIT = (1 << 31) - (1 << 16)  # the largest large_event_limit with tiering on
+
 _TIERING: list[Callable[[Engine, TieringOptions], TieringService]] = []
 
 
@@ -147,6 +149,11 @@ class Store:
         _check_options(durability, roll_bytes, maintenance_interval, retention_interval, large_event_limit)
         tiering = _tiering_options(os.path.abspath(os.fspath(path)), tier2, tier2_options,
                                    tier2_file_bytes, tier2_file_age)
+        if tiering is not None and large_event_limit > TIERED_EVENT_LIMIT:
+            raise InvalidConfigurationError(
+                f"large_event_limit {large_event_limit} is over {TIERED_EVENT_LIMIT} (2 GiB - 64 KiB), "
+                "the largest event tier 2 holds (a Parquet value is under 2 GiB): lower it, or open "
+                "the store with tier2=False")
         self.large_event_limit = large_event_limit
         self.maintenance_interval = float(maintenance_interval)
         self.retention_interval = float(retention_interval)

@@ -465,6 +465,11 @@ def test_default_limit_and_invalid_limits(tmp_path):
     for bad in (MAX - 1, 0, -1, True, float(MAX + 1), "16MiB", (1 << 32) - (1 << 16) + 1):
         with pytest.raises(errors.InvalidConfigurationError):
             pe.open(tmp_path / "bad", durability="none", large_event_limit=bad)
+    # tier 2 holds an event as one Parquet value (under 2 GiB): refused with tiering on only
+    with pytest.raises(errors.InvalidConfigurationError, match="tier2=False"):
+        pe.open(tmp_path / "bad", durability="none", large_event_limit=1 << 31)
+    with pe.open(tmp_path / "untiered", durability="none", large_event_limit=1 << 31, tier2=False) as s:
+        assert s.large_event_limit == 1 << 31
     # at the minimum, large events are off: every event over MAX_EVENT_SIZE is refused
     with pe.open(tmp_path / "min", durability="none", large_event_limit=MAX) as s:
         s.create_scope(SCOPE)
