@@ -68,6 +68,7 @@ def append_events(engine: "Engine", st: "StreamState", wid: bytes, first: int, l
     """Append one writer batch (``{segment: [(key bytes or None, [event, ...]), ...]}``) as one
     journal record; re-route it while a scaling has sealed one of its segments. Returns the
     record's end position."""
+    engine.admit_bytes(f"a batch for {st.key}")  # the local budget (budget invariant 1)
     while True:
         end = try_append(engine, st, wid, first, last, by_seg)
         if end is not None:

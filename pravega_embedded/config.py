@@ -222,6 +222,8 @@ class TieringOptions:
     file_bytes: int = DEFAULT_FILE_BYTES  # a file closes at this much segment data
     file_age: float = DEFAULT_FILE_AGE_S  # ... or when its oldest data is this old (seconds)
     interval: float = 1.0  # how often the tierer looks (seconds)
+    local_budget: int | None = None  # writers wait while the local journal holds this many bytes
+    budget_timeout: float = 60.0  # ... and raise LocalBudgetError after this long (seconds)
 
     def __post_init__(self) -> None:
         if not isinstance(self.url, str) or not self.url:
@@ -233,6 +235,11 @@ class TieringOptions:
                 not (1 << 10) <= self.file_bytes <= (1 << 31):
             raise InvalidConfigurationError(
                 f"tier2_file_bytes must be an int in [1 KiB, 2 GiB], got {self.file_bytes!r}")
-        for what, x in (("tier2_file_age", self.file_age), ("tiering interval", self.interval)):
+        if self.local_budget is not None and (isinstance(self.local_budget, bool) or not isinstance(
+                self.local_budget, int) or self.local_budget < (2 << 20)):
+            raise InvalidConfigurationError(
+                f"local_budget must be None or an int of bytes >= 2 MiB, got {self.local_budget!r}")
+        for what, x in (("tier2_file_age", self.file_age), ("tiering interval", self.interval),
+                        ("local_budget_timeout", self.budget_timeout)):
             if isinstance(x, bool) or not isinstance(x, (int, float)) or not 0 < x <= 86400:
                 raise InvalidConfigurationError(f"{what} must be seconds in (0, 86400], got {x!r}")

@@ -33,6 +33,7 @@ import time
 import weakref
 from typing import TYPE_CHECKING, Any, Callable, Protocol
 
+from .budget import LocalBudget
 from .checkpoint import Checkpointer
 from .config import StreamConfiguration
 from .errors import (
@@ -106,6 +107,7 @@ class Engine:
         self.txns: "Transactions"
         self.tiered: dict[int, int] = {}  # segment uid -> tiered end (its data before is in tier 2)
         self.cold: ColdReads | None = None  # set while the store tiers: reads tier 2, reclaims
+        self.budget: LocalBudget | None = None  # set with pe.open(local_budget=...)
         self.retention: "Retention"
         self.watermarks: "Watermarks"
         self.meta = Metadata(os.path.join(path, "meta"), sync=durability != "none", latch=self.latch,
@@ -219,6 +221,13 @@ class Engine:
             reader.close()
             raise StoreClosedError(f"store {self.path} is closing")
 
+    def admit_bytes(self, what: str) -> None:
+        """Called before an append of new data, holding no lock: waits while the local journal
+        is at ``local_budget`` (``budget``; LocalBudgetError after its timeout)."""
+        budget = self.budget
+        if budget is not None:
+            budget.admit(what)
+
     def stream(self, scope: str, stream: str, kind: str | None = None) -> StreamState:
         """The stream's state; with ``kind``, StreamKindError unless it is that kind."""
         self.check_open()
@@ -280,7 +289,10 @@ class Engine:
             if self.closed:
                 return 0
             # tiered data is reclaimed only while the store can read it back from tier 2
-            return self.files.reclaim(applied, self.is_dead if self.cold is not None else self.is_truncated)
+            freed = self.files.reclaim(applied, self.is_dead if self.cold is not None else self.is_truncated)
+        if freed and self.budget is not None:
+            self.budget.released()  # appends waiting for the local budget look again
+        return freed
 
     # ------------------------------------------------------------------ topology changes
     def truncate(self, st: StreamState, positions: dict[int, int], what: str) -> bool:
@@ -323,6 +335,8 @@ class Engine:
     def close(self) -> None:
         """Close the journal and LMDB (the store's close did the rest). Idempotent."""
         self.closed = True
+        if self.budget is not None:
+            self.budget.lift()
         try:
             self.journal.close()
         finally:

@@ -47,6 +47,7 @@ OSError and LMDB errors (``translate``) both go through it.
     ├── StoreLockedError                  (BlockingIOError) another process holds the store
     ├── StorageError                      (OSError)      the disk failed (errno attached)
     │   ├── StorageFullError                              ENOSPC: nothing acknowledged is lost
+    │   │   └── LocalBudgetError                          local_budget reached: tier 2 is behind
     │   └── StoragePermissionError        (PermissionError) EACCES, EPERM, EROFS
     ├── CorruptDataError                  (OSError)      damaged bytes on disk
     │   └── FormatVersionError                           unknown magic / format version
@@ -107,6 +108,7 @@ __all__ = [
     "FormatVersionError",
     "DurabilityTimeoutError",
     "TieringTimeoutError",
+    "LocalBudgetError",
     "ReinitializationRequiredError",
     "ReaderNotInGroupError",
     "MaxCheckpointsExceededError",
@@ -272,6 +274,13 @@ class StorageError(PravegaEmbeddedError, OSError):
 
 class StorageFullError(StorageError):
     """The disk is full (ENOSPC). Unacknowledged events stay buffered; retry after freeing space."""
+
+
+class LocalBudgetError(StorageFullError):
+    """The store's local journal stayed at its ``local_budget`` for ``local_budget_timeout``
+    seconds: tier 2 is down or slower than ingest (``store.tiering_status()`` says why).
+    Nothing of the refused batch was written; a writer keeps it and its next flush or write
+    tries again; ingest resumes by itself once tiering catches up."""
 
 
 class StoragePermissionError(StorageError, PermissionError):

@@ -70,6 +70,7 @@ def write_large(engine: "Engine", st: "StreamState", writer_id: str, seq: int, k
     pieces = [(head + view[:first], 1)]  # the frame's first chunk starts the event (invariant 1)
     pieces += ((view[a : a + CHUNK], 0) for a in range(first, len(view), CHUNK))
     what = f"large event for {st.key}"
+    engine.admit_bytes(what)  # the local budget
     with engine.files.pinned():
         refs = stage(engine, pieces, what)
 

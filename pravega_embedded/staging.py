@@ -100,6 +100,7 @@ def append_bytes(engine: "Engine", st: "StreamState", seg: Segment, data: bytes 
     as one BYTES record (cached in the tail cache like events), more as staged chunks and one
     MERGE. Returns (journal end of the last record, segment offset after the bytes)."""
     view = memoryview(data).cast("B")
+    engine.admit_bytes(what)  # the local budget
     if len(view) > CHUNK:
         with engine.files.pinned():
             refs = stage(engine, ((view[a : a + CHUNK], 0) for a in range(0, len(view), CHUNK)), what)

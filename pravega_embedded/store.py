@@ -35,6 +35,7 @@ from typing import TYPE_CHECKING, Any, Callable, Protocol
 
 from .append import append_events
 from .background import Background, StoreStatus
+from .budget import LocalBudget
 from .bytestream import ByteStream
 from .config import DEFAULT_FILE_AGE_S, DEFAULT_FILE_BYTES, StreamConfiguration, TieringOptions
 from .engine import Engine, EngineOptions
@@ -107,15 +108,26 @@ def register_tiering(factory: Callable[[Engine, TieringOptions], TieringService]
 
 def _tiering_options(path: str, tier2: "str | os.PathLike[str] | bool | None",
                      storage_options: Mapping[str, object] | None, file_bytes: int,
-                     file_age: float) -> TieringOptions | None:
+                     file_age: float, local_budget: int | None, budget_timeout: float,
+                     roll_bytes: int) -> TieringOptions | None:
     """The store's tiering options: None with ``tier2=False``; ``<store>/tier2`` by default."""
     if tier2 is False:
+        if local_budget is not None:
+            raise InvalidConfigurationError(
+                "local_budget needs tier 2 to move the journal to: it cannot be set with tier2=False")
         return None
     url = os.path.join(path, "tier2") if tier2 is None or tier2 is True else tier2
     if not isinstance(url, (str, os.PathLike)):
         raise InvalidConfigurationError(f"tier2 must be a URL, a path or False, got {tier2!r}")
-    return TieringOptions(os.fspath(url), {} if storage_options is None else storage_options,
-                          file_bytes, file_age)
+    options = TieringOptions(os.fspath(url), {} if storage_options is None else storage_options,
+                             file_bytes, file_age, local_budget=local_budget,
+                             budget_timeout=budget_timeout)
+    if local_budget is not None and local_budget < 2 * roll_bytes:
+        raise InvalidConfigurationError(
+            f"local_budget {local_budget:,} is under two journal files (roll_bytes {roll_bytes:,}): "
+            "the file being written is never reclaimed, so writers could wait for ever; raise it "
+            "or lower roll_bytes")
+    return options
 
 
 def _check_options(durability: str, roll_bytes: int, maintenance_interval: float,
@@ -145,10 +157,12 @@ class Store:
                  tier2: "str | os.PathLike[str] | bool | None" = None,
                  tier2_options: Mapping[str, object] | None = None,
                  tier2_file_bytes: int = DEFAULT_FILE_BYTES, tier2_file_age: float = DEFAULT_FILE_AGE_S,
+                 local_budget: int | None = None, local_budget_timeout: float = 60.0,
                  _temporary: bool = False) -> None:
         _check_options(durability, roll_bytes, maintenance_interval, retention_interval, large_event_limit)
         tiering = _tiering_options(os.path.abspath(os.fspath(path)), tier2, tier2_options,
-                                   tier2_file_bytes, tier2_file_age)
+                                   tier2_file_bytes, tier2_file_age, local_budget,
+                                   local_budget_timeout, roll_bytes)
         if tiering is not None and large_event_limit > TIERED_EVENT_LIMIT:
             raise InvalidConfigurationError(
                 f"large_event_limit {large_event_limit} is over {TIERED_EVENT_LIMIT} (2 GiB - 64 KiB), "
@@ -173,6 +187,9 @@ class Store:
             self._autoscaler = AutoScaler(e, scale_windows, scale_cooldown)
             self._open_engine()
             try:
+                if tiering is not None and tiering.local_budget is not None:
+                    e.budget = LocalBudget(self.path, e.journal, e.latch, tiering.local_budget,
+                                           tiering.budget_timeout)
                 if tiering is not None and _TIERING:
                     self._tiering = _TIERING[0](e, tiering)
             except BaseException:
@@ -668,6 +685,8 @@ class Store:
         with e.lock:  # engine invariant 6: no writer or reader is admitted from here on
             e.closing = True
             writers = list(e.writers)
+        if e.budget is not None:
+            e.budget.lift()  # the writers' last batches go in over the budget (budget invariant 3)
         for w in writers:
             self._attempt(errors, w.close)
         if not e.latch.tripped:

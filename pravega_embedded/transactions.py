@@ -318,6 +318,7 @@ class Transactions:
                 run = last[seg] = (key, [ev])
                 by_parent.setdefault(seg, []).append((kb, run[1]))
         by_seg = {self._staging(state, parent): groups for parent, groups in by_parent.items()}
+        self.engine.admit_bytes(f"transaction {state.id}")  # the local budget
         end = try_append(self.engine, state.st, b"", 0, 0, by_seg)
         if end is None:  # staging segments are never sealed
             raise TxnFailedError(f"transaction {state.id}: its staging segments were closed")

@@ -55,11 +55,8 @@ class Tier2Target:
                 "(pip install 'pravega-embedded[s3]')") from exc
         self.root = root.rstrip("/")
         self.local = isinstance(self.fs, LocalFileSystem)
-        if self.local:
-            try:
-                os.makedirs(self.root, exist_ok=True)
-            except OSError as exc:
-                raise tier2_error(exc, "create the tier-2 folder", url=self.url) from exc
+        # nothing is created or checked here: a target unreachable at open (a mount not there
+        # yet, no network) is retried by the tierer like any outage; ``put`` makes the folders
 
     def __repr__(self) -> str:
         return f"<Tier2Target {self.url!r}>"

@@ -14,10 +14,12 @@ Invariants:
      any section of a byte stream, or the segment's visible length).
   4. A segment's untiered data (from the later of its tiered end and its head to its visible
      length) becomes a file when it reaches ``file_bytes``, when its oldest section is older
-     than ``file_age``, when the segment is sealed, or when ``flush`` asks for it.
+     than ``file_age``, when the segment is sealed, when ``flush`` asks for it, or at once
+     while the local journal is past half its ``local_budget`` (``LocalBudget.pressure``).
   5. A failure is never swallowed: it is logged (logger ``pravega_embedded.tiering``, WARNING
      with the traceback), kept as the status's last error, and the round is tried again after a
-     backoff doubling from ``RETRY_MIN_S`` to ``RETRY_MAX_S``; nothing is skipped meanwhile.
+     backoff doubling from ``RETRY_MIN_S`` to ``RETRY_MAX_S`` (at most ``RETRY_BLOCKED_S``
+     while writers wait for the local budget); nothing is skipped meanwhile.
   6. ``close`` stops the thread after the copy in progress; no round starts after it, and once
      the fail-stop latch has tripped no round starts either.
   7. After a round that copied, the journal files whose every live record is tiered or
@@ -32,6 +34,7 @@ from __future__ import annotations
 
 import html
 import logging
+import os
 import threading
 import time
 from dataclasses import dataclass
@@ -61,6 +64,7 @@ LOG = logging.getLogger("pravega_embedded.tiering")
 
 RETRY_MIN_S = 0.5
 RETRY_MAX_S = 30.0
+RETRY_BLOCKED_S = 1.0  # the backoff's cap while writers wait for the local budget
 
 
 @dataclass(frozen=True, slots=True)
@@ -68,7 +72,8 @@ class TieringStatus:
     """Where tiering stands (``store.tiering_status()``)."""
 
     target: str  # the tier-2 URL
-    state: str  # "ok"; "retrying": tier 2 failed and is tried again; "stopped": the store closed
+    state: str  # "ok"; "retrying": tier 2 failed and is tried again; "blocked": writers wait
+    #             for local_budget (tier 2 failing or behind); "stopped": the store closed
     tiered_bytes: int  # segment bytes in tier 2 (live streams)
     untiered_bytes: int  # committed segment bytes past the head not in tier 2 yet
     files: int  # tier-2 data files of live streams
@@ -77,14 +82,18 @@ class TieringStatus:
     last_error: str | None  # the last failure, kept until a round succeeds
     failures: int  # failed rounds in a row (0: the last round succeeded)
     pending_deletions: int  # deleted streams whose tier-2 folder is still to be deleted
+    local_bytes: int  # the journal's bytes on local disk
+    local_budget: int | None  # pe.open(local_budget=...): writers wait at it (None: no budget)
 
     def _repr_html_(self) -> str:
-        colour = {"ok": "green", "retrying": "orange"}.get(self.state, "grey")
+        colour = {"ok": "green", "retrying": "orange", "blocked": "red"}.get(self.state, "grey")
         err = "" if self.last_error is None else f"<br>last error: {html.escape(self.last_error)}"
+        budget = "" if self.local_budget is None else f" of a {self.local_budget:,} B budget"
         return (f"<b>Tier 2</b> {html.escape(self.target)}: "
                 f"<b style='color:{colour}'>{html.escape(self.state)}</b><br>"
                 f"tiered {self.tiered_bytes:,} B in {self.files:,} files ({self.file_bytes:,} B), "
-                f"untiered {self.untiered_bytes:,} B, lag {self.lag_seconds:.1f} s{err}")
+                f"untiered {self.untiered_bytes:,} B, lag {self.lag_seconds:.1f} s<br>"
+                f"local journal {self.local_bytes:,} B{budget}{err}")
 
 
 @dataclass(frozen=True, slots=True)
@@ -108,27 +117,37 @@ class Tierer:
         self._round_lock = threading.Lock()
         self._recovered = False
         self._stop = threading.Event()
+        self._wake = threading.Event()  # set by close and by writers waiting for the budget
         self._failures = 0
         self._last_error: str | None = None
         self._thread = threading.Thread(target=self._loop, name="pe-tiering", daemon=True)
 
     # ------------------------------------------------------------------ life cycle
     def start(self) -> None:
-        self._engine.cold = self.cold  # tiered data is read from tier 2 and may be reclaimed
+        e = self._engine
+        e.cold = self.cold  # tiered data is read from tier 2 and may be reclaimed
+        if e.budget is not None:
+            e.budget.on_pressure = self._wake.set
         self._thread.start()
 
     def close(self) -> None:
         """Stop the thread after the copy in progress (invariant 6). Idempotent."""
         self._stop.set()
+        self._wake.set()
         if self._thread.is_alive() and self._thread is not threading.current_thread():
             self._thread.join()
 
     def _loop(self) -> None:
         self._engine.latch.quiet()
         delay = 0.0
-        while not self._stop.wait(delay):
-            e = self._engine
-            if e.latch.tripped or e.closed:
+        e = self._engine
+        while True:
+            if self._failures:
+                self._stop.wait(delay)  # a backoff: writers' calls for haste do not cut it short
+            else:
+                self._wake.wait(delay)
+                self._wake.clear()
+            if self._stop.is_set() or e.latch.tripped or e.closed:
                 return  # invariant 6
             try:
                 self._round(None)
@@ -145,7 +164,10 @@ class Tierer:
         """Invariant 5: record ``exc``; the backoff before the next try."""
         self._failures += 1
         self._last_error = f"{type(exc).__name__}: {exc}"
-        delay = min(RETRY_MAX_S, RETRY_MIN_S * 2 ** (self._failures - 1))
+        delay = min(RETRY_MAX_S, RETRY_MIN_S * 2 ** min(self._failures - 1, 16))
+        budget = self._engine.budget
+        if budget is not None and budget.blocked():
+            delay = min(delay, RETRY_BLOCKED_S)  # ingest waits: look again soon
         LOG.warning("store %s: tiering to %s failed (%d in a row); trying again in %.1f s",
                     self._engine.path, self.target.url, self._failures, delay, exc_info=exc)
         return delay
@@ -205,6 +227,7 @@ class Tierer:
         tiered = e.meta.tiering_segments()
         acked = e.journal.acked()
         now_ns = time.time_ns()
+        pressed = until is None and e.budget is not None and e.budget.pressure()
         out = []
         for st in self._streams():
             for seg in list(st.segments.values()):
@@ -214,7 +237,8 @@ class Tierer:
                     end = min(end, until.get(seg.uid, 0))
                     due = end > start
                 else:
-                    due = end > start and (seg.sealed or end - start >= self.options.file_bytes
+                    due = end > start and (pressed or seg.sealed
+                                           or end - start >= self.options.file_bytes
                                            or self._aged(seg, start, now_ns))
                 if due:
                     out.append(_Work(st, seg, self._file_end(st, seg, start, end)))
@@ -296,10 +320,27 @@ class Tierer:
                     entry, _ = e.index.lookup(seg, start)
                     ns = entry.write_ns or seg.created_ns
                     oldest = ns if oldest is None else min(oldest, ns)
-        state = "stopped" if self._stop.is_set() else "retrying" if self._failures else "ok"
+        budget = e.budget
+        blocked = budget is not None and budget.blocked()
+        state = ("stopped" if self._stop.is_set() else "blocked" if blocked
+                 else "retrying" if self._failures else "ok")
         return TieringStatus(
             target=self.target.url, state=state, tiered_bytes=tiered, untiered_bytes=untiered,
             files=files, file_bytes=size,
             lag_seconds=0.0 if oldest is None else max(0.0, (now_ns - oldest) / 1e9),
             last_error=self._last_error, failures=self._failures,
-            pending_deletions=len(meta.tier2_deletions()))
+            pending_deletions=len(meta.tier2_deletions()),
+            local_bytes=_local_bytes(e), local_budget=None if budget is None else budget.limit)
+
+
+def _local_bytes(e: "Engine") -> int:
+    """The journal's bytes on local disk (the budget's measure when there is one)."""
+    if e.budget is not None:
+        return e.budget.local_bytes()
+    total = 0
+    for base in e.journal.files():
+        try:
+            total += os.path.getsize(e.journal.path(base))
+        except FileNotFoundError:
+            continue  # reclaimed meanwhile
+    return total

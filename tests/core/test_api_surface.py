@@ -49,6 +49,7 @@ TREE: dict[str, tuple[str, tuple[type, ...]]] = {
     "StorageError": ("PravegaEmbeddedError", (OSError,)),
     "StorageFullError": ("StorageError", (OSError,)),
     "StoragePermissionError": ("StorageError", (PermissionError,)),
+    "LocalBudgetError": ("StorageFullError", (OSError,)),
     "CorruptDataError": ("PravegaEmbeddedError", (OSError,)),
     "FormatVersionError": ("CorruptDataError", (OSError,)),
     "DurabilityTimeoutError": ("PravegaEmbeddedError", (TimeoutError,)),

@@ -67,6 +67,7 @@ def test_exception_tree():
         "StorageError": OSError, "StorageFullError": OSError, "CorruptDataError": OSError,
         "StoragePermissionError": PermissionError,
         "FormatVersionError": OSError, "DurabilityTimeoutError": TimeoutError, "TieringTimeoutError": TimeoutError,
+        "LocalBudgetError": OSError,
         "ReinitializationRequiredError": RuntimeError,
         "ReaderGroupNotFoundError": LookupError, "ReaderNotFoundError": LookupError,
         "ReaderGroupExistsError": FileExistsError, "ReaderExistsError": FileExistsError,
