@@ -52,7 +52,7 @@ from .serializers import BytesSerializer, JsonSerializer, TextSerializer
 from .store import Store, open, open_temporary
 from .stream import EpochInfo, SegmentRange, StreamInfo
 from .streamcut import StreamCut
-from .tiering import TieringStatus
+from .tiering import Tier2Slice, Tier2Store, Tier2StreamInfo, TieringStatus, open_tier2
 from .transactions import Transaction, TransactionalEventStreamWriter, TxnStatus
 from .watch import SegmentCountChange, SegmentWatcher
 from .watermarks import TimeWindow
@@ -68,7 +68,11 @@ __all__ = [
     "errors",
     "open",
     "open_temporary",
+    "open_tier2",
     "Store",
+    "Tier2Store",
+    "Tier2StreamInfo",
+    "Tier2Slice",
     "StoreStatus",
     "TieringStatus",
     "BackgroundFailure",

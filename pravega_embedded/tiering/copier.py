@@ -75,7 +75,8 @@ class Copier:
         ids = {s.segment_id for s in segs}
         files = tuple(f for s in segs for f in self.files(s))
         head = tuple(sorted((sid, off) for sid, off in st.head.items() if sid in ids))
-        return Manifest(st.scope, st.name, version, nodes, files, head, time.time_ns() // 1000)
+        return Manifest(st.scope, st.name, version, nodes, files, head, time.time_ns() // 1000,
+                        st.kind)
 
     # ------------------------------------------------------------------ copying
     def copy(self, st: "StreamState", seg: "Segment", end: int) -> TieredFile | None:

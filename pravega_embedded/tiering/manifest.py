@@ -88,6 +88,7 @@ class Manifest:
     files: tuple[TieredFile, ...]
     head: tuple[tuple[int, int], ...] = ()
     created_us: int = 0
+    kind: str = "events"  # "bytes": a byte stream (rows are raw byte chunks, not events)
     _by_segment: Mapping[int, tuple[TieredFile, ...]] = field(default_factory=dict, repr=False,
                                                               compare=False)
 
@@ -114,6 +115,7 @@ class Manifest:
             "stream": self.stream,
             "version": self.version,
             "created_us": self.created_us,
+            "kind": self.kind,
             "head": [{"segment": s, "offset": o} for s, o in self.head],
             "segments": [
                 {"segment": n.segment_id, "key_low": n.key_low, "key_high": n.key_high,
@@ -224,8 +226,11 @@ def _decode(doc: object) -> Manifest:
         head.append((s, _int(h, "offset")))
     if len({s for s, _ in head}) != len(head):
         raise CorruptDataError("the head names a segment twice")
+    kind = doc.get("kind", "events")  # type: ignore[union-attr]  # absent: written before kinds
+    if kind not in ("events", "bytes"):
+        raise CorruptDataError(f"unknown stream kind {kind!r}")
     return Manifest(scope, stream, _int(doc, "version", 1), tuple(segments), tuple(files),
-                    tuple(sorted(head)), _int(doc, "created_us"))
+                    tuple(sorted(head)), _int(doc, "created_us"), kind)
 
 
 def _decode_file(f: object) -> TieredFile:

@@ -145,8 +145,9 @@ class Tier2Target:
 
     # ------------------------------------------------------------------ reading
     def list(self, rel_dir: str) -> list[str]:
-        """The names (not paths) of the entries of folder ``rel_dir``; [] if it does not exist."""
-        path = self._rel(rel_dir)
+        """The names (not paths) of the entries of folder ``rel_dir`` ("": the root); [] if it
+        does not exist."""
+        path = self.root if rel_dir == "" else self._rel(rel_dir)
         try:
             entries = self.fs.ls(path, detail=False)
         except FileNotFoundError:

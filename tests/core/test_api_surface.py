@@ -11,7 +11,8 @@ from pravega_embedded import errors
 
 # The documented public names (README, issue 2, DESIGN.md section 4).
 DOCUMENTED = {
-    "errors", "open", "open_temporary", "Store", "StoreStatus", "TieringStatus", "BackgroundFailure",
+    "errors", "open", "open_temporary", "open_tier2", "Store", "StoreStatus", "TieringStatus",
+    "Tier2Store", "Tier2StreamInfo", "Tier2Slice", "BackgroundFailure",
     "StreamConfiguration", "ScalingPolicy", "RetentionPolicy", "StreamInfo", "SegmentInfo", "EpochInfo", "SegmentRange", "SegmentCountChange", "SegmentWatcher", "TimeWindow", "TransactionalEventStreamWriter", "Transaction", "TxnStatus", "ByteStream", "StreamCut", "EventRead", "EventPointer",
     "EventStreamWriter", "EventStreamReader", "Slice", "BytesSerializer", "TextSerializer",
     "JsonSerializer", "MAX_EVENT_SIZE", "__version__",

@@ -38,7 +38,8 @@ def s(pe_store):
 # ------------------------------------------------------------------ surface
 def test_public_names():
     assert set(pe.__all__) == {
-        "errors", "open", "open_temporary", "Store", "StoreStatus", "TieringStatus", "BackgroundFailure",
+        "errors", "open", "open_temporary", "open_tier2", "Store", "StoreStatus", "TieringStatus",
+        "Tier2Store", "Tier2StreamInfo", "Tier2Slice", "BackgroundFailure",
         "StreamConfiguration", "ScalingPolicy",
         "RetentionPolicy", "StreamInfo", "SegmentInfo", "EpochInfo", "SegmentRange", "SegmentCountChange", "SegmentWatcher", "TimeWindow", "TransactionalEventStreamWriter", "Transaction", "TxnStatus", "ByteStream", "StreamCut", "EventRead", "EventPointer",
         "EventStreamWriter", "EventStreamReader", "Slice", "BytesSerializer", "TextSerializer",

@@ -1,0 +1,320 @@
+"""Reading a tier-2 folder with no store: ``pe.open_tier2(url)``, read-only.
+
+Owns: ``Tier2Store`` (listing the scopes and streams a tier-2 root holds, a stream's
+``Tier2StreamInfo`` from its manifest, and ``Tier2Slice``: the tiered events between two
+StreamCuts, iterated or as an Arrow table). Another machine reads a stream's history with it
+from the tier-2 folder or bucket alone.
+
+Invariants:
+  1. Only manifests are trusted for what exists: a stream is listed once it has a manifest, and
+     a slice reads only files its manifest lists (a file being written, a staged piece, or one
+     of a crashed copy is never read). Each slice reads the manifest once, so it is a snapshot.
+  2. A slice is bounded by the manifest: its default start is the head cut, its default end is
+     where each segment's tiered data ends. A start before the head is TruncatedDataError; an
+     end past the tiered data, or a cut that is not on an event boundary of a listed file, is
+     InvalidStreamCutError; a cut of another stream, one not covering the key space, or one
+     past a segment whose predecessors it did not finish is InvalidStreamCutError (the store's
+     own checks, ``topology.check_cut``).
+  3. Events come per segment in ascending segment id (predecessors first), each segment in
+     offset order, exactly the rows with ``start <= offset < end``.
+  4. Nothing is written: the tier-2 root is only listed and read.
+
+Thread-safety: a ``Tier2Store`` may be shared by threads; a ``Tier2Slice`` is iterated by one
+thread at a time.
+"""
+
+from __future__ import annotations
+
+import html
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Iterator, Mapping
+
+import pyarrow as pa
+
+from ..arrow import SCHEMA as SLICE_SCHEMA
+from ..errors import (InvalidStreamCutError, ScopeNotFoundError, StoreClosedError,
+                      StreamKindError, StreamNotFoundError, TruncatedDataError)
+from ..events import EventRead
+from ..names import validate_scope, validate_stream
+from ..serializers import Serializer, resolve
+from ..streamcut import StreamCut, format_segment_id
+from ..topology import check_cut
+from .manifest import Manifest, SegmentNode, latest_manifest
+from .parquetfile import read_segment_file
+from .target import Tier2Target
+
+if TYPE_CHECKING:
+    import pandas
+
+__all__ = ["Tier2Store", "Tier2StreamInfo", "Tier2Slice", "open_tier2"]
+
+_FRAME_HEADER = 6  # u32 payload length + u16 key length: an event's bytes in its segment
+
+
+@dataclass(frozen=True, slots=True)
+class Tier2StreamInfo:
+    """What tier 2 holds of one stream (``Tier2Store.stream_info``), from its manifest."""
+
+    scope: str
+    stream: str
+    kind: str  # "events" or "bytes"
+    version: int  # the manifest's version
+    segments: tuple[SegmentNode, ...]  # the segment graph as the manifest saw it
+    head: StreamCut  # the first offset kept per segment
+    tail: StreamCut  # where each segment's tiered data ends
+    files: int
+    events: int  # rows of the listed files (events; chunks for a byte stream)
+    file_bytes: int  # the files' size in tier 2
+    tiered_bytes: int  # segment bytes in the files
+    first_write_us: int | None  # oldest write time in the files (µs since the epoch, UTC)
+    last_write_us: int | None
+
+    def _repr_html_(self) -> str:
+        return (f"<b>{html.escape(self.scope)}/{html.escape(self.stream)}</b> in tier 2 "
+                f"(manifest {self.version}): {len(self.segments)} segments, {self.files:,} files, "
+                f"{self.events:,} events, {self.tiered_bytes:,} B ({self.file_bytes:,} B on disk)")
+
+
+@dataclass(frozen=True, slots=True)
+class _Seg:
+    """A manifest segment as ``topology.check_cut`` sees one: its tiered length."""
+
+    name: str
+    low: float
+    high: float
+    length: int
+    preds: tuple[int, ...]
+
+
+class Tier2Slice:
+    """The tiered events of one stream between two cuts (``Tier2Store.read_slice``)."""
+
+    def __init__(self, target: Tier2Target, m: Manifest, ranges: list[tuple[int, int, int]],
+                 serializer: Serializer | None) -> None:
+        self._target = target
+        self._m = m
+        self._ranges = ranges
+        self._ser = serializer
+
+    @property
+    def ranges(self) -> list[tuple[int, int, int]]:
+        """(segment id, start offset, end offset) per segment, as the store's ``Slice``."""
+        return list(self._ranges)
+
+    @property
+    def nbytes(self) -> int:
+        """Segment bytes in the slice."""
+        return sum(hi - lo for _, lo, hi in self._ranges)
+
+    def _tables(self) -> Iterator[tuple[int, pa.Table]]:
+        m = self._m
+        for sid, lo, hi in self._ranges:
+            for f in m.files_of(sid):
+                if f.end <= lo or f.first >= hi:
+                    continue
+                yield sid, read_segment_file(self._target, m.scope, m.stream, f, lo, hi)
+
+    def __iter__(self) -> Iterator[EventRead]:
+        names = (self._m.scope, self._m.stream)
+        ser = self._ser
+        new = EventRead.make
+        for sid, t in self._tables():
+            offs = t.column("offset").to_pylist()
+            keys = t.column("routing_key").to_pylist()
+            evs = t.column("event").to_pylist()
+            t = None  # type: ignore[assignment]
+            for off, key, ev in zip(offs, keys, evs):
+                kb = None if key is None else key.encode("utf-8", "surrogateescape")
+                length = _FRAME_HEADER + (0 if kb is None else len(kb)) + len(ev)
+                yield new(ev if ser is None else ser.deserialize(ev), kb, sid, off, length, names)
+
+    def to_arrow(self) -> pa.Table:
+        """A pyarrow Table with the store's slice columns (event, routing_key, segment_id,
+        offset) and ``write_time``."""
+        parts = []
+        for sid, t in self._tables():
+            n = t.num_rows
+            parts.append(pa.table({
+                "event": t.column("event").cast(pa.large_binary()),
+                "routing_key": t.column("routing_key").cast(pa.large_string()),
+                "segment_id": pa.array([sid] * n, pa.int64()) if n else pa.array([], pa.int64()),
+                "offset": t.column("offset"),
+                "write_time": t.column("write_time"),
+            }))
+        schema = SLICE_SCHEMA.append(pa.field("write_time", pa.timestamp("us", tz="UTC")))
+        if not parts:
+            return schema.empty_table()
+        return pa.concat_tables(parts).cast(schema)
+
+    def to_pandas(self) -> "pandas.DataFrame":
+        """A pandas DataFrame with the columns of ``to_arrow()`` (needs pandas)."""
+        return self.to_arrow().to_pandas()
+
+
+class Tier2Store:
+    """A tier-2 root opened read-only (module docstring). ``pe.open_tier2(url)``."""
+
+    def __init__(self, url: str, storage_options: Mapping[str, object] | None = None) -> None:
+        self.target = Tier2Target(url, storage_options)
+        self.url = self.target.url
+        self.closed = False
+
+    def __repr__(self) -> str:
+        return f"<Tier2Store {self.url!r}{' closed' if self.closed else ''}>"
+
+    def __enter__(self) -> "Tier2Store":
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def close(self) -> None:
+        """Nothing is held open between calls; later calls raise StoreClosedError. Idempotent."""
+        self.closed = True
+
+    def _check(self) -> None:
+        if self.closed:
+            raise StoreClosedError(f"tier-2 store {self.url} is closed")
+
+    # ------------------------------------------------------------------ listing
+    def list_scopes(self) -> list[str]:
+        """The scopes with at least one stream folder, sorted."""
+        self._check()
+        names = self.target.list("")
+        return sorted(n[6:] for n in names if n.startswith("scope=") and _valid_scope(n[6:]))
+
+    def list_streams(self, scope: str) -> list[str]:
+        """The streams of ``scope`` that have a manifest, sorted (ScopeNotFoundError if the
+        scope has no folder)."""
+        self._check()
+        validate_scope(scope)
+        if scope not in self.list_scopes():
+            raise ScopeNotFoundError(f"tier 2 {self.url} has no scope {scope!r}")
+        out = []
+        for n in self.target.list(f"scope={scope}"):
+            if n.startswith("stream=") and _valid_stream(n[7:]):
+                if self.target.list(f"scope={scope}/{n}/_manifest"):
+                    out.append(n[7:])
+        return sorted(out)
+
+    def manifest(self, scope: str, stream: str) -> Manifest:
+        """The stream's latest manifest (StreamNotFoundError if it has none)."""
+        self._check()
+        m = latest_manifest(self.target, scope, stream)
+        if m is None:
+            raise StreamNotFoundError(f"tier 2 {self.url} holds no stream {scope}/{stream} (no "
+                                      "manifest: nothing of it was tiered yet, or it was deleted)")
+        return m
+
+    def stream_info(self, scope: str, stream: str) -> Tier2StreamInfo:
+        """What tier 2 holds of the stream (``Tier2StreamInfo``)."""
+        m = self.manifest(scope, stream)
+        files = m.files
+        return Tier2StreamInfo(
+            scope=scope, stream=stream, kind=m.kind, version=m.version, segments=m.segments,
+            head=_cut(m, _heads(m)), tail=_cut(m, _ends(m)), files=len(files),
+            events=sum(f.events for f in files), file_bytes=sum(f.size for f in files),
+            tiered_bytes=sum(f.end - f.first for f in files),
+            first_write_us=min((f.min_write_us for f in files), default=None),
+            last_write_us=max((f.max_write_us for f in files), default=None))
+
+    # ------------------------------------------------------------------ reading
+    def read_slice(self, scope: str, stream: str, start: StreamCut | None = None,
+                   end: StreamCut | None = None, *,
+                   serializer: Serializer | str | None = None) -> Tier2Slice:
+        """The tiered events between two cuts (default: the head to the end of the tiered
+        data), per segment in order: iterate it, or ``.to_arrow()`` / ``.to_pandas()``."""
+        ser = resolve(serializer)
+        m = self.manifest(scope, stream)
+        if m.kind != "events":
+            raise StreamKindError(f"{scope}/{stream} is a byte stream: read_slice reads events")
+        heads, ends = _heads(m), _ends(m)
+        lo = self._resolve(m, start, "read_slice start") or heads
+        hi = self._resolve(m, end, "read_slice end") or ends
+        ranges = []
+        for n in sorted(m.segments, key=lambda n: n.segment_id):
+            sid = n.segment_id
+            a, b = lo.get(sid, 0), hi.get(sid, 0)
+            if a < heads[sid]:
+                raise TruncatedDataError(f"read_slice start: offset {a} of segment "
+                                         f"{format_segment_id(sid)} of {scope}/{stream} is before "
+                                         f"the head ({heads[sid]}) tier 2 keeps")
+            if b < a:
+                raise InvalidStreamCutError(f"read_slice of {scope}/{stream}: end is before start "
+                                            f"in segment {format_segment_id(sid)}")
+            if b > a:
+                ranges.append((sid, a, b))
+        return Tier2Slice(self.target, m, ranges, ser)
+
+    def _resolve(self, m: Manifest, cut: StreamCut | None, what: str) -> dict[int, int] | None:
+        """A user's cut as the full map of the manifest's segments (invariant 2)."""
+        if cut is None or (isinstance(cut, StreamCut) and cut.positions is None):
+            return None
+        if not isinstance(cut, StreamCut):
+            raise InvalidStreamCutError(f"{what}: expected a StreamCut, got {type(cut).__name__}")
+        if (cut.scope, cut.stream) != (m.scope, m.stream):
+            raise InvalidStreamCutError(f"{what}: the StreamCut is of {cut.scope}/{cut.stream}, "
+                                        f"not of {m.scope}/{m.stream}")
+        ends = _ends(m)
+        segs = {n.segment_id: _Seg(format_segment_id(n.segment_id), n.key_low, n.key_high,
+                                   ends[n.segment_id], n.predecessors) for n in m.segments}
+        named = cut.as_dict()
+        try:
+            full = check_cut(segs, named, what, f"{m.scope}/{m.stream} in tier 2")
+        except InvalidStreamCutError as exc:
+            raise InvalidStreamCutError(f"{exc} (tier 2 holds what its manifest lists: "
+                                        f"{self.url})") from None
+        for sid, off in named.items():
+            self._check_boundary(m, sid, off, what)
+        return full
+
+    def _check_boundary(self, m: Manifest, sid: int, off: int, what: str) -> None:
+        """``off`` starts an event of a listed file, or is the end of one (invariant 2)."""
+        files = m.files_of(sid)
+        if off == _heads(m)[sid] or any(f.end == off for f in files):
+            return
+        f = next((f for f in files if f.first <= off < f.end), None)
+        if f is not None:
+            t = read_segment_file(self.target, m.scope, m.stream, f, off, off + 1)
+            if t.num_rows == 1:
+                return
+        raise InvalidStreamCutError(f"{what}: offset {off} of segment {format_segment_id(sid)} "
+                                    f"of {m.scope}/{m.stream} is not at an event in tier 2")
+
+
+def open_tier2(url: str, storage_options: Mapping[str, object] | None = None) -> Tier2Store:
+    """Open a tier-2 folder or bucket read-only, with no store: ``pe.open_tier2("s3://b/p",
+    storage_options={...})`` (any fsspec URL; docs/tiering.md)."""
+    return Tier2Store(url, storage_options)
+
+
+def _heads(m: Manifest) -> dict[int, int]:
+    """The first offset kept per segment: the manifest's head, else its first file's start."""
+    head = dict(m.head)
+    return {n.segment_id: head.get(n.segment_id, 0) for n in m.segments}
+
+
+def _ends(m: Manifest) -> dict[int, int]:
+    """Where each segment's tiered data ends (its head if nothing of it is tiered)."""
+    heads = _heads(m)
+    return {sid: max(m.tiered_end(sid) or 0, heads[sid]) for sid in heads}
+
+
+def _cut(m: Manifest, positions: dict[int, int]) -> StreamCut:
+    return StreamCut.of(m.scope, m.stream, positions)
+
+
+def _valid_scope(name: str) -> bool:
+    try:
+        validate_scope(name)
+    except Exception:  # noqa: BLE001 - a folder that is not a scope of ours is not listed
+        return False
+    return True
+
+
+def _valid_stream(name: str) -> bool:
+    try:
+        validate_stream(name)
+    except Exception:  # noqa: BLE001
+        return False
+    return True
