@@ -1,4 +1,4 @@
-"""The ``pravega-embedded`` command: admin, kcat-like write/read, reader groups, and the demo.
+"""The ``pravega-embedded`` command: admin, kcat-like write/read, reader groups, tier 2, the demo.
 
 Owns: argument parsing and text output; it uses only the public API.
 
@@ -13,7 +13,7 @@ import sys
 import time
 from typing import Any, Sequence
 
-from . import cli_groups, cli_scaling, errors
+from . import cli_groups, cli_scaling, cli_tier2, errors
 from .config import ScalingPolicy, StreamConfiguration
 from .store import Store
 from .store import open as open_store
@@ -42,6 +42,7 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("--durability", default="fsync", choices=["fsync", "os", "none"])
     p.add_argument("--wait-lock", type=float, default=10.0, metavar="SECONDS",
                    help="wait this long for a store another process holds (default 10)")
+    cli_tier2.add_global_options(p)
     sub = p.add_subparsers(dest="cmd", required=True)
     s = sub.add_parser("create-scope", help="create a scope")
     s.add_argument("scope")
@@ -79,6 +80,7 @@ def _parser() -> argparse.ArgumentParser:
     s.add_argument("cut", type=_cut_arg)
     cli_groups.add_parser(sub, _stream_arg, _cut_arg)
     cli_scaling.add_parser(sub, _stream_arg)
+    cli_tier2.add_parser(sub)
     s = sub.add_parser("demo", help="write and read back a small sensor stream")
     s.add_argument("--events", type=int, default=100_000)
     return p
@@ -90,10 +92,12 @@ def _out(line: str) -> None:
 
 def _info(store: Store, scope: str, stream: str, as_json: bool) -> None:
     info = store.stream_info(scope, stream)
+    tiered = store.tiered_bytes(scope, stream)
     if as_json:
         _out(json.dumps({
             "scope": scope, "stream": stream, "sealed": info.sealed,
             "head": info.head.to_text(), "tail": info.tail.to_text(),
+            "length": info.length, "tiered_bytes": tiered,
             "segments": [{"segment": format_segment_id(s.segment_id), "key_low": s.key_low,
                           "key_high": s.key_high, "head": s.head, "length": s.length,
                           "sealed": s.sealed} for s in info.segments],
@@ -102,6 +106,7 @@ def _info(store: Store, scope: str, stream: str, as_json: bool) -> None:
     _out(f"stream {scope}/{stream}{' (sealed)' if info.sealed else ''}")
     _out(f"  head: {info.head.to_text()}")
     _out(f"  tail: {info.tail.to_text()}")
+    _out(f"  tiered: {tiered} of {info.length} bytes (head to tail) in tier 2")
     _out("  segment  key range            head        length  state")
     for s in info.segments:
         _out(f"  {format_segment_id(s.segment_id):>7}  [{s.key_low:.4f}, {s.key_high:.4f})  "
@@ -139,7 +144,7 @@ def _open_waiting(args: argparse.Namespace) -> Store:
     deadline = time.monotonic() + max(0.0, args.wait_lock)
     while True:
         try:
-            return open_store(args.store, args.durability)
+            return open_store(args.store, args.durability, **cli_tier2.open_options(args))
         except errors.StoreLockedError:
             if time.monotonic() >= deadline:
                 raise
@@ -181,9 +186,10 @@ def _follow(scope: str, stream: str, args: argparse.Namespace) -> None:
         time.sleep(max(0.01, args.poll))
 
 
-def demo(store_path: str, durability: str, events: int) -> None:
-    """Write ``events`` sensor readings to iot/sensors and read them back, with timings."""
-    with open_store(store_path, durability) as store:
+def demo(store_path: str, durability: str, events: int, **options: Any) -> None:
+    """Write ``events`` sensor readings to iot/sensors and read them back, with timings
+    (``options``: more keyword arguments of ``pe.open``)."""
+    with open_store(store_path, durability, **options) as store:
         store.create_scope("iot", exist_ok=True)
         store.create_stream("iot", "sensors", StreamConfiguration(scaling=ScalingPolicy.fixed(4)), exist_ok=True)
         before = store.stream_info("iot", "sensors").tail
@@ -217,7 +223,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     args = _parser().parse_args(argv)
     try:
         if args.cmd == "demo":
-            demo(args.store, args.durability, args.events)
+            demo(args.store, args.durability, args.events, **cli_tier2.open_options(args))
             return 0
         if args.cmd == "read" and args.follow:
             _follow(*args.stream, args)
@@ -248,6 +254,8 @@ def main(argv: Sequence[str] | None = None) -> int:
                 return cli_groups.run(store, args)
             elif args.cmd in cli_scaling.COMMANDS:
                 return cli_scaling.run(store, args)
+            elif args.cmd == "tier2":
+                return cli_tier2.run(store, args)
         return 0
     except errors.PravegaEmbeddedError as exc:
         print(f"pravega-embedded: error: {exc}", file=sys.stderr)

@@ -363,6 +363,16 @@ class Store:
         with self._engine.append_lock:
             return st.info()
 
+    def tiered_bytes(self, scope: str, stream: str) -> int:
+        """Bytes of the stream's live data that are in tier 2: per segment, from its head to
+        its tiered end (data truncated away no longer counts, even while its tier-2 file is
+        still there). 0 for a stream none of whose data was tiered (docs/tiering.md)."""
+        e = self._engine
+        st = e.stream(scope, stream)
+        with e.append_lock:
+            return sum(max(0, e.tiered.get(seg.uid, 0) - st.head.get(sid, 0))
+                       for sid, seg in st.segments.items())
+
     def seal_stream(self, scope: str, stream: str) -> None:
         """Seal a stream: open writers are flushed, then no more writes are accepted."""
         e = self._engine
