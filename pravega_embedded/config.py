@@ -224,6 +224,7 @@ class TieringOptions:
     interval: float = 1.0  # how often the tierer looks (seconds)
     local_budget: int | None = None  # writers wait while the local journal holds this many bytes
     budget_timeout: float = 60.0  # ... and raise LocalBudgetError after this long (seconds)
+    delete_grace: float = 60.0  # files left out by a truncation are deleted this much later
 
     def __post_init__(self) -> None:
         if not isinstance(self.url, str) or not self.url:
@@ -239,6 +240,10 @@ class TieringOptions:
                 self.local_budget, int) or self.local_budget < (2 << 20)):
             raise InvalidConfigurationError(
                 f"local_budget must be None or an int of bytes >= 2 MiB, got {self.local_budget!r}")
+        g = self.delete_grace
+        if isinstance(g, bool) or not isinstance(g, (int, float)) or not 0 <= g <= 86400 * 365:
+            raise InvalidConfigurationError(
+                f"tier2_delete_grace must be seconds in [0, 1 year], got {g!r}")
         for what, x in (("tier2_file_age", self.file_age), ("tiering interval", self.interval),
                         ("local_budget_timeout", self.budget_timeout)):
             if isinstance(x, bool) or not isinstance(x, (int, float)) or not 0 < x <= 86400:

@@ -631,6 +631,66 @@ class Metadata:
             self._put(txn, b"tiering", mkey, _LE64.pack(version))
         return version
 
+    def tiering_replace(self, uid: int, stream_key: str, drop: Iterable[int],
+                        add: tuple[int, int, int, int, int, int] | None, graced: Iterable[str],
+                        due_ns: int) -> int:
+        """Of segment ``uid``, forget the tiered files starting at the offsets ``drop`` and
+        record ``add`` (a file rewritten from the head on, or None), schedule the tier-2 files
+        ``graced`` (paths relative to the root) for deletion at ``due_ns``, clear the copy in
+        progress and take the stream's next manifest version, in one transaction; returns that
+        version (0: the segment was deleted meanwhile, nothing recorded)."""
+        mkey = b"m" + stream_key.encode()
+        db = self._db[b"tiering"]
+        with self.write("record a truncation in tier 2") as txn:
+            if txn.get(_U64.pack(uid), db=self._db[b"segments"]) is None:
+                return 0
+            for first in drop:
+                txn.delete(b"f" + _U64.pack(uid) + _U64.pack(first), db=db)
+            if add is not None:
+                self._put(txn, b"tiering", b"f" + _U64.pack(uid) + _U64.pack(add[0]),
+                          _TIER_FILE.pack(*add[1:]))
+            end, _ = self._tiering_state(txn, uid)
+            self._tiering_put(txn, uid, end, None)
+            for rel in graced:
+                self._put(txn, b"tiering", b"g" + _U64.pack(due_ns) + rel.encode(), b"")
+            raw = self._get(txn, b"tiering", mkey)
+            version = (_LE64.unpack(raw)[0] if raw is not None else 0) + 1
+            self._put(txn, b"tiering", mkey, _LE64.pack(version))
+        return version
+
+    def _tiering_state(self, txn: lmdb.Transaction, uid: int) -> tuple[int, tuple[int, int] | None]:
+        raw = self._get(txn, b"tiering", b"s" + _U64.pack(uid))
+        if raw is None:
+            return 0, None
+        d = json.loads(raw)
+        copy = d.get("copy")
+        return int(d["end"]), None if copy is None else (int(copy[0]), int(copy[1]))
+
+    def tier2_graced(self, now_ns: int) -> list[tuple[bytes, str]]:
+        """The tier-2 files whose deletion is due by ``now_ns``: (row key, relative path)."""
+        with self._read("read the tier-2 files to delete") as txn:
+            out = []
+            cur = txn.cursor(db=self._db[b"tiering"])
+            if cur.set_range(b"g"):
+                while cur.key()[:1] == b"g":
+                    k = bytes(cur.key())
+                    if _U64.unpack(k[1:9])[0] > now_ns:
+                        break
+                    out.append((k, k[9:].decode()))
+                    if not cur.next():
+                        break
+            return out
+
+    def tier2_graced_count(self) -> int:
+        """How many tier-2 files wait for their deletion."""
+        with self._read("count the tier-2 files to delete") as txn:
+            return sum(1 for k, _ in self._items(txn, b"tiering") if k[:1] == b"g")
+
+    def tier2_graced_done(self, key: bytes) -> None:
+        """Record that the tier-2 file of row ``key`` (``tier2_graced``) is deleted."""
+        with self.write("record a deleted tier-2 file") as txn:
+            txn.delete(key, db=self._db[b"tiering"])
+
     def tier2_deletions(self) -> list[str]:
         """The keys (``scope/stream``) of deleted streams whose tier-2 data is still to be
         deleted, in name order."""

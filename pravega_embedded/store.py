@@ -109,7 +109,7 @@ def register_tiering(factory: Callable[[Engine, TieringOptions], TieringService]
 def _tiering_options(path: str, tier2: "str | os.PathLike[str] | bool | None",
                      storage_options: Mapping[str, object] | None, file_bytes: int,
                      file_age: float, local_budget: int | None, budget_timeout: float,
-                     roll_bytes: int) -> TieringOptions | None:
+                     roll_bytes: int, delete_grace: float) -> TieringOptions | None:
     """The store's tiering options: None with ``tier2=False``; ``<store>/tier2`` by default."""
     if tier2 is False:
         if local_budget is not None:
@@ -121,7 +121,7 @@ def _tiering_options(path: str, tier2: "str | os.PathLike[str] | bool | None",
         raise InvalidConfigurationError(f"tier2 must be a URL, a path or False, got {tier2!r}")
     options = TieringOptions(os.fspath(url), {} if storage_options is None else storage_options,
                              file_bytes, file_age, local_budget=local_budget,
-                             budget_timeout=budget_timeout)
+                             budget_timeout=budget_timeout, delete_grace=delete_grace)
     if local_budget is not None and local_budget < 2 * roll_bytes:
         raise InvalidConfigurationError(
             f"local_budget {local_budget:,} is under two journal files (roll_bytes {roll_bytes:,}): "
@@ -158,11 +158,11 @@ class Store:
                  tier2_options: Mapping[str, object] | None = None,
                  tier2_file_bytes: int = DEFAULT_FILE_BYTES, tier2_file_age: float = DEFAULT_FILE_AGE_S,
                  local_budget: int | None = None, local_budget_timeout: float = 60.0,
-                 _temporary: bool = False) -> None:
+                 tier2_delete_grace: float = 60.0, _temporary: bool = False) -> None:
         _check_options(durability, roll_bytes, maintenance_interval, retention_interval, large_event_limit)
         tiering = _tiering_options(os.path.abspath(os.fspath(path)), tier2, tier2_options,
                                    tier2_file_bytes, tier2_file_age, local_budget,
-                                   local_budget_timeout, roll_bytes)
+                                   local_budget_timeout, roll_bytes, tier2_delete_grace)
         if tiering is not None and large_event_limit > TIERED_EVENT_LIMIT:
             raise InvalidConfigurationError(
                 f"large_event_limit {large_event_limit} is over {TIERED_EVENT_LIMIT} (2 GiB - 64 KiB), "

@@ -92,7 +92,7 @@ class Copier:
             end = min(end, e.index.visible_length(seg, e.journal.acked()))
             tiered, left = meta.tiering_segment(seg.uid)
             if left is not None:  # a copy that failed and could not be undone then
-                self._delete_copy(st, seg.segment_id, left)
+                self.delete_copy(st, seg.segment_id, left)
                 meta.tiering_abort(seg.uid, tiered)
             start = max(tiered, st.head.get(seg.segment_id, 0))
             if end <= start or st.deleted or not meta.tiering_begin(seg.uid, st.key, tiered, (start, end)):
@@ -114,29 +114,29 @@ class Copier:
                 e.tiered[seg.uid] = f.end  # reads before it may go to tier 2 from now on
             except BaseException as exc:
                 if isinstance(exc, StreamNotFoundError):
-                    self._forget(seg, tiered, (start, end), st)
+                    self.forget(seg, tiered, (start, end), st)
                     return None
                 if not finishing:
-                    self._forget(seg, tiered, (start, end), st)
+                    self.forget(seg, tiered, (start, end), st)
                 # else: whether LMDB recorded the file is unknown (a failed sync after its
                 # commit); the started copy left otherwise is cleaned by the next copy or open
                 raise
-            self._publish(st, version)  # 4
+            self.publish(st, version)  # 4
             LOG.debug("tiered %s/%s segment %d [%d, %d): %d events, %d bytes", st.scope, st.name,
                       seg.segment_id, f.first, f.end, f.events, f.size)
             return f
 
-    def _forget(self, seg: "Segment", tiered: int, copy: tuple[int, int], st: "StreamState") -> None:
+    def forget(self, seg: "Segment", tiered: int, copy: tuple[int, int], st: "StreamState") -> None:
         """Undo a failed copy (invariant 4): delete its file, then forget it in LMDB."""
         try:
-            self._delete_copy(st, seg.segment_id, copy)
+            self.delete_copy(st, seg.segment_id, copy)
             self._engine.meta.tiering_abort(seg.uid, tiered)
         except Exception:  # noqa: BLE001 - the copy's own error is the one to raise
             LOG.warning("the failed tier-2 copy of %s/%s segment %d [%d, %d) could not be undone; "
                         "the next open cleans it up", st.scope, st.name, seg.segment_id, *copy,
                         exc_info=True)
 
-    def _delete_copy(self, st: "StreamState", segment_id: int, copy: tuple[int, int]) -> None:
+    def delete_copy(self, st: "StreamState", segment_id: int, copy: tuple[int, int]) -> None:
         """Delete a copy's file and any staged piece of it left by a crash."""
         name = file_name(*copy)
         rel_dir = segment_dir(st.scope, st.name, segment_id)
@@ -150,9 +150,9 @@ class Copier:
         with self.lock:
             version, published = self._engine.meta.manifest_versions(st.key)
             if version > published and not st.deleted:
-                self._publish(st, version)
+                self.publish(st, version)
 
-    def _publish(self, st: "StreamState", version: int, *, after_crash: bool = False) -> None:
+    def publish(self, st: "StreamState", version: int, *, after_crash: bool = False) -> None:
         """Publish manifest ``version`` of ``st`` and record it published. After a crash the
         version may be in tier 2 already (published, not recorded): then it is only recorded,
         if it lists the files LMDB does; any other manifest of that version is not ours
@@ -182,7 +182,7 @@ class Copier:
                     continue
                 LOG.info("removing the unfinished tier-2 copy of %s segment %d [%d, %d)",
                          seg.stream.key, seg.segment_id, *copy)
-                self._delete_copy(seg.stream, seg.segment_id, copy)
+                self.delete_copy(seg.stream, seg.segment_id, copy)
                 meta.tiering_abort(uid, end)
             for st in list(e.streams.values()):
                 version, published = meta.manifest_versions(st.key)
@@ -191,4 +191,4 @@ class Copier:
                     for entry in self.target.list(rel_dir):
                         if entry.startswith("_stage.") and parse_manifest_name(entry) is None:
                             self.target.delete(f"{rel_dir}/{entry}")
-                    self._publish(st, version, after_crash=True)
+                    self.publish(st, version, after_crash=True)

@@ -271,7 +271,12 @@ class Tier2Store:
     def _check_boundary(self, m: Manifest, sid: int, off: int, what: str) -> None:
         """``off`` starts an event of a listed file, or is the end of one (invariant 2)."""
         files = m.files_of(sid)
-        if off == _heads(m)[sid] or any(f.end == off for f in files):
+        head = _heads(m)[sid]
+        if off < head:
+            raise TruncatedDataError(f"{what}: offset {off} of segment {format_segment_id(sid)} "
+                                     f"of {m.scope}/{m.stream} is before the head ({head}) tier "
+                                     "2 keeps")
+        if off == head or any(f.end == off for f in files):
             return
         f = next((f for f in files if f.first <= off < f.end), None)
         if f is not None:

@@ -25,6 +25,9 @@ Invariants:
   7. After a round that copied, the journal files whose every live record is tiered or
      truncated are deleted (``Engine.reclaim``, with ``Engine.cold`` set from ``start`` on: the
      engine reclaims tiered data only while it can read it back from tier 2).
+  8. Every round first applies each stream's head to its tier-2 files (``trimmer``): files
+     before it leave the manifest and are deleted after ``delete_grace``; a file straddling it
+     is rewritten from it on.
 
 Thread-safety: rounds run one at a time (``_round_lock``): the thread and ``flush`` callers take
 turns. Lock order: ``_round_lock``, then the copier's lock, then the engine's locks.
@@ -52,6 +55,7 @@ from .coldreads import ColdReads
 from .copier import Copier
 from .layout import stream_dir
 from .target import Tier2Target
+from .trimmer import Trimmer
 
 if TYPE_CHECKING:
     from ..engine import Engine
@@ -113,6 +117,7 @@ class Tierer:
         self.options = options
         self.target = Tier2Target(options.url, options.storage_options)
         self.copier = Copier(engine, self.target)
+        self.trimmer = Trimmer(engine, self.copier, options.delete_grace)
         self.cold = ColdReads(engine, self.target)
         self._round_lock = threading.Lock()
         self._recovered = False
@@ -183,6 +188,9 @@ class Tierer:
             self._delete_streams()  # invariant 2
             for st in self._streams():  # a manifest whose publication failed earlier
                 self.copier.publish_pending(st)
+            for st in self._streams():  # invariant 8
+                self.trimmer.trim(st)
+            self.trimmer.sweep()
             pending = 0  # copies since the last reclaim
             try:
                 while True:

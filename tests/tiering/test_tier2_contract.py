@@ -171,3 +171,76 @@ def test_a_tier2_root_with_nothing_in_it_lists_nothing(backend):
     t2.close()
     with pytest.raises(pe.errors.StoreClosedError):
         t2.list_scopes()
+
+
+def test_truncation_reaches_tier2_plain_readers_see_exactly_what_is_left(tmp_path, backend):
+    with open_store(tmp_path / "data", backend, file_bytes=64 << 10, tier2_delete_grace=0) as store:
+        make(store, "s", 2)
+        evs = [b"t%05d" % i + b"q" * 200 for i in range(3000)]
+        with store.create_writer("iot", "s") as w:
+            for i, ev in enumerate(evs):
+                w.write_event(ev, routing_key=f"k{i % 6}")
+                if i % 100 == 99:
+                    w.flush()  # sections of 100 events: cuts inside files are possible
+        store.flush_tier2(timeout=120)
+        files_before = store.tiering_status().files
+        # a cut in the middle of the stream: some files wholly before it, one straddling it
+        all_events = list(store.read_slice("iot", "s"))
+        by_seg: dict[int, list] = {}
+        for ev in all_events:
+            by_seg.setdefault(ev.segment_id, []).append(ev)
+        cut = pe.StreamCut.of("iot", "s", {sid: lst[len(lst) // 2 + 7].offset
+                                           for sid, lst in by_seg.items()})
+        store.truncate_stream("iot", "s", cut)
+        store.flush_tier2(timeout=120)
+        left = [(ev.segment_id, ev.offset, ev.routing_key, ev.event) for ev in store.read_slice("iot", "s")]
+        assert store.tiering_status().files < files_before
+    keep = {sid: off for sid, off in cut.positions}
+    want = sorted((ev.segment_id, ev.offset, ev.routing_key, ev.event) for ev in all_events
+                  if ev.offset >= keep[ev.segment_id])
+    assert sorted(left) == want and len(want) < len(all_events)
+    assert plain_events(backend, "iot", "s") == want  # no truncated event in any file
+    assert duck_count(backend, "iot", "s") == len(want)
+    t2 = pe.open_tier2(backend.url, storage_options=backend.options)
+    assert t2.stream_info("iot", "s").head == cut
+    assert sorted((e.segment_id, e.offset, e.routing_key, e.event) for e in t2.read_slice("iot", "s")) == want
+    with pytest.raises(pe.errors.TruncatedDataError):
+        t2.read_slice("iot", "s", start=pe.StreamCut.of("iot", "s", {sid: 0 for sid in keep}))
+
+
+def test_a_byte_stream_truncated_inside_a_chunk_keeps_exactly_the_bytes_after(tmp_path, backend):
+    data = bytes(i * 13 % 251 for i in range(600_000))
+    with open_store(tmp_path / "data", backend, tier2_delete_grace=0) as store:
+        store.create_scope("iot")
+        with store.create_byte_stream("iot", "raw") as bs:
+            for at in range(0, len(data), 50_000):
+                bs.write(data[at : at + 50_000])
+            bs.flush()
+            store.flush_tier2(timeout=120)
+            bs.truncate_before(123_457)  # inside a 50 000-byte chunk
+            store.flush_tier2(timeout=120)
+            bs.seek(123_457)
+            assert bs.read() == data[123_457:]
+    fs, root = backend.fs()
+    t = ds.dataset(f"{root}/scope=iot/stream=raw", filesystem=fs, format="parquet",
+                   partitioning="hive").to_table().sort_by("offset")
+    assert t.column("offset").to_pylist()[0] == 123_457
+    assert b"".join(t.column("event").to_pylist()) == data[123_457:]
+
+
+def test_files_left_out_by_a_truncation_stay_for_the_grace(tmp_path, backend):
+    with open_store(tmp_path / "data", backend, file_bytes=4096, tier2_delete_grace=3600) as store:
+        make(store, "s")
+        with store.create_writer("iot", "s") as w:
+            for i in range(400):
+                w.write_event(b"g%04d" % i + b"z" * 100)
+                if i % 40 == 39:
+                    w.flush()
+        store.flush_tier2(timeout=120)
+        tail = store.stream_info("iot", "s").tail
+        store.truncate_stream("iot", "s", tail)
+        store.flush_tier2(timeout=120)
+        assert store.tiering_status().files == 0
+    assert len(plain_events(backend, "iot", "s")) == 400  # still there: a reader may be on them
+    t2 = pe.open_tier2(backend.url, storage_options=backend.options)
+    assert list(t2.read_slice("iot", "s")) == [] and t2.stream_info("iot", "s").files == 0
