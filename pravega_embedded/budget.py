@@ -14,7 +14,10 @@ Invariants:
      (LocalBudgetError: nothing of the batch was written; a writer keeps it and its next flush
      or write tries again). Nothing acknowledged is ever dropped.
   3. Once the store's close begins (``lift``) nothing waits: the close writes what its writers
-     hold over the budget (at most a batch each) instead of hanging or dropping it.
+     hold over the budget (at most a batch each) instead of hanging or dropping it. Nor does
+     any append while a ``suspended()`` block runs (a writer's close; a seal's flush of the
+     stream's writers, which holds the engine's lock the tierer needs to free space and waits
+     for the writers' own appends): they go in over the budget, a batch per writer at most.
   4. Local bytes = the sizes of the rolled journal files still on disk + the bytes written to
      the current one; a file's size is read once, when it is seen rolled.
 
@@ -27,7 +30,8 @@ from __future__ import annotations
 import os
 import threading
 import time
-from typing import TYPE_CHECKING, Callable
+from contextlib import contextmanager
+from typing import TYPE_CHECKING, Callable, Iterator
 
 from .errors import LocalBudgetError
 
@@ -59,6 +63,8 @@ class LocalBudget:
         self.waits = 0  # appends that ever waited
         self.on_pressure: Callable[[], None] = lambda: None  # tells the tierer to hurry
         self.lifted = False  # invariant 3
+        self._suspended = 0  # suspended() blocks running: nothing waits meanwhile
+        self._gen = 0  # bumped by ``released``: a refresh that raced a reclaim is not trusted
 
     # ------------------------------------------------------------------ measuring
     def local_bytes(self) -> int:
@@ -70,6 +76,7 @@ class LocalBudget:
 
     def _refresh(self, current: int) -> None:
         """A roll happened (or the first look): read the sizes of the files rolled since."""
+        gen = self._gen
         bases = self._journal.files()
         with self._cond:
             for base in bases:
@@ -81,7 +88,8 @@ class LocalBudget:
             for base in [b for b in self._sizes if b not in bases]:
                 del self._sizes[base]
             self._rolled = sum(self._sizes.values())
-            self._current = current
+            # a reclaim between the listing and here: look again next time
+            self._current = current if gen == self._gen else -1
 
     def pressure(self) -> bool:
         """Whether the local journal is past half the budget: the tierer copies everything
@@ -95,7 +103,7 @@ class LocalBudget:
     # ------------------------------------------------------------------ waiting
     def admit(self, what: str) -> None:
         """Return once ``what`` may append (invariants 1, 2)."""
-        if self.lifted or self.local_bytes() < self.limit:
+        if self.lifted or self._suspended or self.local_bytes() < self.limit:
             return
         deadline = time.monotonic() + self.timeout
         with self._cond:
@@ -104,7 +112,7 @@ class LocalBudget:
         try:
             while True:
                 self.on_pressure()
-                if self.lifted:
+                if self.lifted or self._suspended:
                     return  # invariant 3
                 if self._latch.failed:
                     raise self._latch.fresh()
@@ -128,8 +136,21 @@ class LocalBudget:
     def released(self) -> None:
         """Journal files were deleted: wake the waiting appends to look again."""
         with self._cond:
+            self._gen += 1
             self._current = -1  # re-read which files are left
             self._cond.notify_all()
+
+    @contextmanager
+    def suspended(self) -> Iterator[None]:
+        """No append waits while the block runs; waiting ones go on (invariant 3)."""
+        with self._cond:
+            self._suspended += 1
+            self._cond.notify_all()
+        try:
+            yield
+        finally:
+            with self._cond:
+                self._suspended -= 1
 
     def lift(self) -> None:
         """The store's close begins: nothing waits from now on (invariant 3). Idempotent."""

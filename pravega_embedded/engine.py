@@ -31,7 +31,8 @@ import os
 import threading
 import time
 import weakref
-from typing import TYPE_CHECKING, Any, Callable, Protocol
+from contextlib import contextmanager
+from typing import TYPE_CHECKING, Any, Callable, Iterator, Protocol
 
 from .budget import LocalBudget
 from .checkpoint import Checkpointer
@@ -227,6 +228,17 @@ class Engine:
         budget = self.budget
         if budget is not None:
             budget.admit(what)
+
+    @contextmanager
+    def unbudgeted(self) -> Iterator[None]:
+        """No append waits for the local budget while the block runs (a writer's close; a
+        seal's flush under ``lock``: budget invariant 3)."""
+        budget = self.budget
+        if budget is None:
+            yield
+        else:
+            with budget.suspended():
+                yield
 
     def stream(self, scope: str, stream: str, kind: str | None = None) -> StreamState:
         """The stream's state; with ``kind``, StreamKindError unless it is that kind."""

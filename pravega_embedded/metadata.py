@@ -347,6 +347,12 @@ class Metadata:
         txn.delete(key.encode(), db=self._db[b"watermarks"])
         for tag in (b"m", b"p"):
             txn.delete(tag + key.encode(), db=self._db[b"tiering"])
+        scope, name = key.split("/", 1)
+        folder = f"scope={scope}/stream={name}/".encode()
+        graced = [bytes(k) for k, _ in txn.cursor(db=self._db[b"tiering"])
+                  if k[:1] == b"g" and k[9:].startswith(folder)]
+        for k in graced:  # the folder goes whole; a re-created stream's files must not go too
+            txn.delete(k, db=self._db[b"tiering"])
         # the stream's tier-2 folder is deleted by the tierer, which removes this row after it
         self._put(txn, b"tiering", b"d" + key.encode(), _LE64.pack(time.time_ns()))
         prefix = _writer_prefix(key)

@@ -385,8 +385,9 @@ class Store:
             if st.sealed:
                 return
             sealed = f"stream {st.key} is sealed"
-            for w in list(st.writers):
-                w.refuse(lambda: StreamSealedError(sealed), flush=True)
+            with e.unbudgeted():  # under ``lock``, which the tierer needs to free space
+                for w in list(st.writers):
+                    w.refuse(lambda: StreamSealedError(sealed), flush=True)
             with e.append_lock:
                 st.sealed = True
                 for seg in st.segments.values():

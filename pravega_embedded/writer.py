@@ -528,7 +528,8 @@ class EventStreamWriter:
             if self._refusal is None:
                 message = f"writer {self.writer_id!r} on {self.scope}/{self.stream} is closed"
                 self._refusal = lambda: WriterClosedError(message)
-            self._flush(None)
+            with self._engine.unbudgeted():  # a close never drops its batch for the budget
+                self._flush(None)
         finally:
             try:
                 self._hooks.on_close()

@@ -216,6 +216,11 @@ def _decode(doc: object) -> Manifest:
     ids = {n.segment_id for n in segments}
     if len(ids) != len(segments):
         raise CorruptDataError("a segment is listed twice")
+    for n in segments:
+        if any(p not in ids or p >= n.segment_id for p in n.predecessors) or \
+                any(s not in ids or s <= n.segment_id for s in n.successors):
+            raise CorruptDataError(f"segment {n.segment_id} names a predecessor or successor that "
+                                   "is not listed or not of an earlier or later epoch")
     files = [_decode_file(f) for f in _get(doc, "files", list)]  # type: ignore[union-attr]
     _check_files(files, ids)
     head = []

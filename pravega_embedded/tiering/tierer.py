@@ -117,8 +117,8 @@ class Tierer:
         self.options = options
         self.target = Tier2Target(options.url, options.storage_options)
         self.copier = Copier(engine, self.target)
-        self.trimmer = Trimmer(engine, self.copier, options.delete_grace)
         self.cold = ColdReads(engine, self.target)
+        self.trimmer = Trimmer(engine, self.copier, options.delete_grace, self.cold.forget)
         self._round_lock = threading.Lock()
         self._recovered = False
         self._stop = threading.Event()
@@ -148,7 +148,7 @@ class Tierer:
         e = self._engine
         while True:
             if self._failures:
-                self._stop.wait(delay)  # a backoff: writers' calls for haste do not cut it short
+                self._backoff(delay)
             else:
                 self._wake.wait(delay)
                 self._wake.clear()
@@ -164,6 +164,20 @@ class Tierer:
                 self._failures = 0
                 self._last_error = None
                 delay = self.options.interval
+
+    def _backoff(self, delay: float) -> None:
+        """Wait ``delay`` after a failure; writers' calls for haste do not cut it short, but
+        once appends wait for the local budget it ends within ``RETRY_BLOCKED_S``."""
+        end = time.monotonic() + delay
+        budget = self._engine.budget
+        while not self._stop.is_set():
+            left = end - time.monotonic()
+            if left <= 0:
+                return
+            if budget is not None and budget.blocked():
+                self._stop.wait(min(left, RETRY_BLOCKED_S))
+                return
+            self._stop.wait(min(left, RETRY_BLOCKED_S))
 
     def _failed(self, exc: BaseException) -> float:
         """Invariant 5: record ``exc``; the backoff before the next try."""

@@ -26,7 +26,7 @@ from __future__ import annotations
 
 import logging
 import time
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Callable
 
 import pyarrow as pa
 
@@ -49,10 +49,12 @@ LOG = logging.getLogger("pravega_embedded.tiering")
 class Trimmer:
     """Applies stream heads to tier 2 (module docstring)."""
 
-    def __init__(self, engine: "Engine", copier: "Copier", delete_grace: float) -> None:
+    def __init__(self, engine: "Engine", copier: "Copier", delete_grace: float,
+                 on_changed: Callable[[int], None]) -> None:
         self._engine = engine
         self._copier = copier
         self.delete_grace = delete_grace
+        self._on_changed = on_changed  # segment uid whose files changed (cold reads forget them)
 
     def trim(self, st: "StreamState") -> bool:
         """Apply ``st``'s head to its tier-2 files (invariants 1, 2); True if anything changed."""
@@ -72,9 +74,12 @@ class Trimmer:
         if not doomed and straddle is None:
             return False
         meta = self._engine.meta
+        tiered, left = meta.tiering_segment(seg.uid)
+        if left is not None:  # a failed copy not undone yet: undo it first (its marker is ours)
+            self._copier.delete_copy(st, seg.segment_id, left)
+            meta.tiering_abort(seg.uid, tiered)
         new: TieredFile | None = None
         if straddle is not None:
-            tiered, _ = meta.tiering_segment(seg.uid)
             if not meta.tiering_begin(seg.uid, st.key, tiered, (head, straddle.end)):
                 return False  # deleted meanwhile
             try:
@@ -89,6 +94,7 @@ class Trimmer:
             None if new is None else (new.first, new.end, new.events, new.size, new.min_write_us,
                                       new.max_write_us),
             [file_rel(st.scope, st.name, f) for f in gone], due)
+        self._on_changed(seg.uid)  # cold reads look the files up afresh
         if not version:
             raise StreamNotFoundError(f"stream {st.key} was deleted during a tier-2 truncation")
         LOG.info("tier 2 of %s segment %d: %d files before the head %d left out%s", st.key,
