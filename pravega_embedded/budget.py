@@ -56,7 +56,7 @@ class LocalBudget:
         self.limit = limit
         self.timeout = timeout
         self._cond = threading.Condition(threading.Lock())
-        self._sizes: dict[int, int] = {}  # rolled file base -> size (invariant 3)
+        self._sizes: dict[int, int] = {}  # rolled file base -> size (invariant 4)
         self._rolled = 0  # their sum
         self._current = -1  # base of the file being written when the sizes were read
         self.waiting = 0  # appends waiting now
@@ -68,7 +68,7 @@ class LocalBudget:
 
     # ------------------------------------------------------------------ measuring
     def local_bytes(self) -> int:
-        """The journal's bytes on local disk now (invariant 3)."""
+        """The journal's bytes on local disk now (invariant 4)."""
         st = self._journal.status()
         if st.file_base != self._current:
             self._refresh(st.file_base)
