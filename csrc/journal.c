@@ -63,7 +63,10 @@
  * payload's CRC by pe_crc32c_combine (O(log n), no pass over the data). In FSYNC mode a sync
  * thread does group commit: it takes target = written and a reference to the current file under
  * mu, fdatasyncs without mu, then publishes synced = target. In OS mode pe_journal_make_durable
- * does the same in the calling thread, one call at a time. A file is closed only when it is
+ * does the same in the calling thread, one call at a time. A caller leading its own group commit
+ * may fdatasync while the sync thread does: a success is published only once no fdatasync is in
+ * flight and none failed (publish_locked), since the kernel reports a write-back error to one
+ * fdatasync only. A file is closed only when it is
  * retired (after a roll) and no sync is using it (reference count), so no fdatasync ever hits a
  * closed or reused descriptor. A roll (rare) runs under mu: creation of the new file with its
  * header, fdatasync of it and fsync of the directory, then the ROLL record at the end of the old
@@ -126,8 +129,12 @@ struct pe_journal {
     int64_t last_lead_ns; /* CLOCK_MONOTONIC end of the last leader's fdatasync, 0 if none */
     int have_thread;
     pthread_t thread;
+    int syncs_in_flight; /* fdatasyncs running without mu (sync thread, leader): at most 2 */
+    uint64_t sync_done;  /* highest target an fdatasync reached; published as synced only once no
+                            other fdatasync is in flight and none failed (see publish_locked) */
     int32_t fault_countdown[3];
     int32_t fault_err[3];
+    int64_t fault_delay_ns; /* tests: a faulted fdatasync waits this long before it fails */
 };
 
 /* sync_state: who must signal work_cv. Appends wake an IDLE thread, and a GATHERING one once a
@@ -213,6 +220,21 @@ static int fault_hit(pe_journal *j, int which)
     if (j->fault_countdown[which] > 0 && --j->fault_countdown[which] == 0)
         return j->fault_err[which];
     return 0;
+}
+
+/* Publishes that everything before `target` is fdatasynced. Linux reports a write-back error to
+ * one fdatasync only: while another fdatasync of the journal runs, a success may hide that the
+ * other one failed (and the pages it could not write were dropped), so a success is kept in
+ * sync_done and becomes `synced` only when no fdatasync is in flight and the journal has not
+ * failed. mu held. */
+static void publish_locked(pe_journal *j, uint64_t target)
+{
+    if (target > j->sync_done)
+        j->sync_done = target;
+    if (j->failed_errno != 0 || j->syncs_in_flight > 0 || j->sync_done <= j->synced)
+        return;
+    j->synced = j->sync_done;
+    pthread_cond_broadcast(&j->synced_cv);
 }
 
 /* fdatasync with fault injection. Must be called with mu held (for the fault counter). */
@@ -370,11 +392,8 @@ static int roll_locked(pe_journal *j)
     file_release(old);
     j->cur = nf;
     j->written = nbase + PE_FILE_HEADER_SIZE;
-    if (do_sync) {
-        /* the old file is fdatasynced to its end, the new file's header too */
-        j->synced = j->written;
-        pthread_cond_broadcast(&j->synced_cv);
-    }
+    if (do_sync) /* the old file is fdatasynced to its end, the new file's header too */
+        publish_locked(j, j->written);
     return PE_OK;
 }
 
@@ -410,16 +429,23 @@ static int sync_once_locked(pe_journal *j)
     uint64_t target = j->written;
     pe_file *f = j->cur;
     f->refs++;
+    j->syncs_in_flight++;
     int e = fault_hit(j, PE_FAULT_SYNC);
+    int64_t delay = e ? j->fault_delay_ns : 0;
     pthread_mutex_unlock(&j->mu);
     int rc;
     if (e) {
+        if (delay > 0) {
+            struct timespec d = {(time_t)(delay / 1000000000LL), (long)(delay % 1000000000LL)};
+            nanosleep(&d, NULL);
+        }
         rc = -1;
     } else {
         rc = fdatasync(f->fd);
         e = rc != 0 ? errno : 0;
     }
     pthread_mutex_lock(&j->mu);
+    j->syncs_in_flight--;
     f->refs--;
     file_release(f);
     if (rc != 0) {
@@ -427,9 +453,11 @@ static int sync_once_locked(pe_journal *j)
         errno = e;
         return -1;
     }
-    if (target > j->synced)
-        j->synced = target;
-    pthread_cond_broadcast(&j->synced_cv);
+    if (j->failed_errno != 0) { /* another fdatasync failed meanwhile: this success proves nothing */
+        errno = j->failed_errno;
+        return -1;
+    }
+    publish_locked(j, target);
     return 0;
 }
 
@@ -615,6 +643,7 @@ int pe_journal_open(const char *dir, uint64_t base, uint64_t pos, uint64_t roll_
     j->cur = f;
     j->written = pos;
     j->synced = pos; /* NONE: not really, but NONE never claims durability (no durable lag) */
+    j->sync_done = pos;
     if (durability == PE_DURABILITY_FSYNC) {
         if (pthread_create(&j->thread, NULL, sync_main, j) != 0) {
             rc = PE_ERR_NOMEM;
@@ -720,7 +749,8 @@ static int wait_locked(pe_journal *j, uint64_t pos, int64_t timeout_ns, int dura
             return PE_OK;
         if (j->closing)
             return PE_ERR_FAILED;
-        if (may_lead && !j->leading) {
+        /* an fdatasync that already covers pos and waits to be published needs no other */
+        if (may_lead && !j->leading && j->sync_done < pos) {
             j->leading = 1;
             int rc = sync_once_locked(j);
             j->leading = 0;
@@ -788,6 +818,7 @@ int pe_journal_status_get(pe_journal *j, pe_journal_status *out)
     out->durable = j->synced;
     out->file_base = j->cur->base;
     out->failed_errno = j->failed_errno;
+    out->syncs_in_flight = j->syncs_in_flight;
     pthread_mutex_unlock(&j->mu);
     return PE_OK;
 }
@@ -811,6 +842,16 @@ int pe_journal_inject_fault(pe_journal *j, int32_t which, int32_t err, int32_t c
     pthread_mutex_lock(&j->mu);
     j->fault_countdown[which] = countdown > 0 ? countdown : 0; /* countdown <= 0: disarm */
     j->fault_err[which] = err;
+    pthread_mutex_unlock(&j->mu);
+    return PE_OK;
+}
+
+int pe_journal_inject_sync_delay(pe_journal *j, int64_t delay_ns)
+{
+    if (j == NULL || delay_ns < 0 || delay_ns > 60 * 1000000000LL)
+        return PE_ERR_INVAL;
+    pthread_mutex_lock(&j->mu);
+    j->fault_delay_ns = delay_ns;
     pthread_mutex_unlock(&j->mu);
     return PE_OK;
 }

@@ -188,6 +188,7 @@ typedef struct pe_journal_status {
     uint64_t durable;     /* end of what is known fdatasynced (NONE: where the journal opened) */
     uint64_t file_base;   /* base of the file being appended to */
     int32_t failed_errno; /* 0 unless FAILED */
+    int32_t syncs_in_flight; /* fdatasyncs of the journal running now (0..2) */
 } pe_journal_status;
 
 /* Opens the journal file `dir`/<base as 20 decimal digits>.pej for appending at global position
@@ -287,6 +288,11 @@ int pe_journal_fail(pe_journal *j, int32_t err);
  * PE_FAULT_SYNC: an fdatasync or directory fsync) fail with errno `err` (countdown 1 = the next
  * one). Tests only. */
 int pe_journal_inject_fault(pe_journal *j, int32_t which, int32_t err, int32_t countdown);
+
+/* Makes a faulted fdatasync of the current file (PE_FAULT_SYNC, by the sync thread or a caller
+ * leading a group commit) wait `delay_ns` (0..60 s) without the journal's mutex before it fails,
+ * so a test can run another fdatasync beside it. Tests only. Errors: PE_ERR_INVAL. */
+int pe_journal_inject_sync_delay(pe_journal *j, int64_t delay_ns);
 
 /* Syncs (except in NONE mode), stops the sync thread, closes the file and frees the journal.
  * Always frees; returns the first error met. Passing NULL is allowed (PE_OK). */

@@ -337,6 +337,36 @@ def test_sync_fault_fails_the_journal(h, tmp_path):
     assert lib.pe_journal_close(j) == lib.PE_ERR_FAILED
 
 
+def test_a_sync_that_succeeds_beside_a_failed_one_acknowledges_nothing(h, tmp_path):
+    """Linux reports a write-back error to one fdatasync only. While the sync thread's fdatasync
+    fails (slowly), a flush leading its own fdatasync succeeds: that success must not make
+    anything durable, neither what the failed sync covered nor what the leader appended."""
+    lib = h.lib
+    st, j = h.open_journal(tmp_path, durability=FSYNC)
+    st, _e, _r, _p, end1, _ = h.append(j, h.prepare([(1, 0, [(None, [b"one"])])]))
+    assert lib.pe_journal_sync(j, end1, -1) == lib.PE_OK
+    assert lib.pe_journal_inject_sync_delay(j, 1_500_000_000) == lib.PE_OK
+    assert lib.pe_journal_inject_fault(j, lib.PE_FAULT_SYNC, errno.EIO, 1) == lib.PE_OK
+    st, _e, _r, _p, end2, _ = h.append(j, h.prepare([(1, 1, [(None, [b"two"])])]))
+    assert st == lib.PE_OK  # not flushed: the sync thread takes it, and the fault
+    status = h.ffi.new("pe_journal_status *")
+
+    def in_flight() -> int:
+        assert lib.pe_journal_status_get(j, status) == lib.PE_OK
+        return status.syncs_in_flight
+
+    deadline = time.monotonic() + 30
+    while in_flight() == 0:
+        assert time.monotonic() < deadline, "the sync thread never synced"
+        time.sleep(0.001)
+    st, _e, _r, _p, end3, _ = h.append(j, h.prepare([(1, 2, [(None, [b"three"])])]))
+    assert st == lib.PE_OK
+    assert lib.pe_journal_sync(j, end3, -1) == lib.PE_ERR_FAILED
+    s = h.state(j)
+    assert s["errno"] == errno.EIO and s["synced"] == s["durable"] == end1
+    assert lib.pe_journal_close(j) == lib.PE_ERR_FAILED
+
+
 def test_durability_modes_sync_at_once(h, tmp_path):
     for mode in (OS_MODE, NONE):
         d = tmp_path / str(mode)
