@@ -37,7 +37,9 @@ Invariants:
   5. ``generation`` grows on every reset; a reader of an older generation must be re-created.
   6. A successor segment enters ``unassigned`` only in the update that completes the last of
      its predecessors (``advance``), so no reader reads it before they are all read; a
-     completed segment leaves ``completed`` once all its successors are placed.
+     completed segment leaves ``completed`` once all its successors are placed and none of
+     its predecessors is still in ``completed`` (one that is waits for another successor, and
+     would place this one again: read twice).
 
 Thread-safety: :class:`GroupState` may be used from any thread. ``snap`` is replaced as a whole
 (one reference store), so a reader can compare it by identity on its hot path.
@@ -222,7 +224,9 @@ def advance(s: dict[str, Any], segments_of: Callable[[str], Any]) -> bool:
                     s["unassigned"][tk] = 0
                     placed.add(tk)
                     changed = any_change = True
-            if all(seg_key(skey, t) in placed for t in seg.succs):
+            # a predecessor still in completed would place this segment again once it left
+            if all(seg_key(skey, t) in placed for t in seg.succs) and \
+                    not any(seg_key(skey, p) in completed for p in seg.preds):
                 del completed[k]
                 changed = any_change = True
     return any_change
