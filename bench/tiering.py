@@ -20,9 +20,9 @@ differs and zstd halves it, like sensor records with an id and a random part.
    fsyncing and checking it, LMDB, the manifest, the reclaim of the journal files. Baseline:
    ``pyarrow.parquet.write_table`` of the same rows (the tables read back from the store's own
    files: columns offset, routing_key, event, write_time and the file's key-value metadata)
-   with the same options as ``tiering/parquetfile.py`` (zstd, ``ROW_GROUP_ROWS`` rows per row
-   group, statistics, page checksums) to a file. Also shown: the same plus ``os.fsync`` of the
-   file (the store's file is durable when flush_tier2 returns); ``pa.table`` built from Python
+   with the same options as ``tiering/parquetfile.py`` (zstd, the same rows per row group:
+   ``ROW_GROUP_ROWS`` at most, about ``ROW_GROUP_BYTES`` of events, statistics, page
+   checksums) to a file. Also shown: the same plus ``os.fsync`` of the file (the store's file is durable when flush_tier2 returns); ``pa.table`` built from Python
    lists of the same values plus write_table (a Python program starting from Python objects);
    and, timed before the flush, a column-wise copy through public calls: ``read_slice()
    .to_arrow()`` of the stream, a write_time column, write_table, fsync (what the copier could
@@ -92,7 +92,14 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "bench"))
 import pravega_embedded as pe  # noqa: E402
-from pravega_embedded.tiering.layout import COMPRESSION, ROW_GROUP_ROWS, SCHEMA  # noqa: E402
+from pravega_embedded.tiering.layout import COMPRESSION, SCHEMA  # noqa: E402
+from pravega_embedded.tiering.parquetfile import split_groups  # noqa: E402
+
+
+def group_rows(tab: pa.Table) -> int:
+    """The rows per row group the store's files have for these rows (parquetfile.split_groups:
+    at most ROW_GROUP_ROWS rows and about ROW_GROUP_BYTES of events), for the baselines."""
+    return next(split_groups(tab)).num_rows
 
 import harness  # noqa: E402  bench/harness.py: shared by the runners
 
@@ -214,7 +221,7 @@ def copy_rep(work: Path, wl: Workload, rep: int, keep: bool, profile: bool = Fal
                     sl.column("event").cast(pa.binary()),
                     pa.array([time.time_ns() // 1000] * sl.num_rows, pa.int64()).cast(SCHEMA.field("write_time").type)],
                    schema=SCHEMA)
-    pq.write_table(tab, out / "colwise.parquet", compression=COMPRESSION, row_group_size=ROW_GROUP_ROWS,
+    pq.write_table(tab, out / "colwise.parquet", compression=COMPRESSION, row_group_size=group_rows(tab),
                    write_statistics=True, write_page_checksum=True)
     fd = os.open(out / "colwise.parquet", os.O_RDONLY)
     os.fsync(fd)
@@ -247,7 +254,7 @@ def copy_rep(work: Path, wl: Workload, rep: int, keep: bool, profile: bool = Fal
     for i, tab in enumerate(tables):
         path = out / f"{i}.parquet"
         t = time.perf_counter()
-        pq.write_table(tab, path, compression=COMPRESSION, row_group_size=ROW_GROUP_ROWS,
+        pq.write_table(tab, path, compression=COMPRESSION, row_group_size=group_rows(tab),
                        write_statistics=True, write_page_checksum=True)
         t_write += time.perf_counter() - t
         fd = os.open(path, os.O_RDONLY)
@@ -267,7 +274,7 @@ def copy_rep(work: Path, wl: Workload, rep: int, keep: bool, profile: bool = Fal
                         pa.array(times, pa.int64()).cast(SCHEMA.field("write_time").type)],
                        schema=SCHEMA).replace_schema_metadata(meta)
         pq.write_table(tab, out / f"lists-{i}.parquet", compression=COMPRESSION,
-                       row_group_size=ROW_GROUP_ROWS, write_statistics=True, write_page_checksum=True)
+                       row_group_size=group_rows(tab), write_statistics=True, write_page_checksum=True)
         t_lists += time.perf_counter() - t
     del lists, tables
     shutil.rmtree(out)

@@ -22,7 +22,7 @@ from ._native import check, ffi, lib
 from .errors import CorruptDataError
 from .frames import FrameParser
 
-__all__ = ["slice_to_arrow", "SCHEMA"]
+__all__ = ["slice_to_arrow", "FrameColumns", "SCHEMA"]
 
 SCHEMA = pa.schema([
     ("event", pa.large_binary()),
@@ -33,7 +33,7 @@ SCHEMA = pa.schema([
 _CAP = 1 << 18
 
 
-class _Columns:
+class FrameColumns:
     """Turns chunks into record batches (one parser, reused across chunks)."""
 
     def __init__(self) -> None:
@@ -79,7 +79,7 @@ class _Columns:
 
 def slice_to_arrow(chunks: Iterable[tuple[Any, Any, int]]) -> pa.Table:
     """Build the Table from (segment, framed bytes or memoryview, first offset) chunks."""
-    cols = _Columns()
+    cols = FrameColumns()
     batches = []
     for seg, data, base in chunks:
         batches.extend(cols.batches(seg.name, seg.segment_id, data, base))

@@ -36,6 +36,7 @@ __all__ = [
     "OFFSET_DIGITS",
     "VERSION_DIGITS",
     "ROW_GROUP_ROWS",
+    "ROW_GROUP_BYTES",
     "COMPRESSION",
     "PARQUET_METADATA_KEY",
     "SCHEMA",
@@ -52,7 +53,9 @@ __all__ = [
 LAYOUT_VERSION = 1  # the version of this layout and of the manifest format (docs/format.md)
 OFFSET_DIGITS = 20  # 2**64 - 1 has 20 decimal digits
 VERSION_DIGITS = 20
-ROW_GROUP_ROWS = 128 * 1024  # rows per Parquet row group: offset-range reads skip the others
+ROW_GROUP_ROWS = 128 * 1024  # at most this many rows per Parquet row group ...
+ROW_GROUP_BYTES = 16 << 20  # ... and about this many bytes of events: offset-range reads skip the
+                            # others, and a cold read of one event loads one group
 COMPRESSION = "zstd"
 PARQUET_METADATA_KEY = b"pravega_embedded.tier2"  # key-value metadata: JSON of the file's range
 

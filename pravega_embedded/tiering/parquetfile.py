@@ -5,8 +5,9 @@ the layout's place and form, and reading an offset range of such a file back as 
 
 Invariants:
   1. A file holds the events of ``[first, end)`` of one segment, sorted by ``offset``, in
-     ``layout.SCHEMA``, zstd-compressed, with statistics, ``layout.ROW_GROUP_ROWS`` rows per row
-     group, and its range in the key-value metadata ``layout.PARQUET_METADATA_KEY``.
+     ``layout.SCHEMA``, zstd-compressed, with statistics and page checksums, in row groups of
+     at most ``layout.ROW_GROUP_ROWS`` rows and about ``layout.ROW_GROUP_BYTES`` of events, and
+     its range and event count in the file's key-value metadata ``layout.PARQUET_METADATA_KEY``.
   2. Reading checks the file against the manifest's ``TieredFile``: the same range and event
      count in its metadata, else CorruptDataError; only row groups whose offset statistics
      reach the asked range are read.
@@ -16,9 +17,9 @@ Thread-safety: pure functions of their arguments; the target is shared safely (t
 
 from __future__ import annotations
 
-import io
 import json
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterable, Iterator, Sequence
+from concurrent.futures import ThreadPoolExecutor, wait
 from contextlib import contextmanager
 from typing import Any
 
@@ -27,30 +28,62 @@ import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
 from ..errors import CorruptDataError, InvalidConfigurationError, tier2_error
-from .layout import (COMPRESSION, LAYOUT_VERSION, PARQUET_METADATA_KEY, ROW_GROUP_ROWS, SCHEMA,
-                     file_name, segment_dir)
+from .layout import (COMPRESSION, LAYOUT_VERSION, PARQUET_METADATA_KEY, ROW_GROUP_BYTES,
+                     ROW_GROUP_ROWS, SCHEMA, file_name, segment_dir)
 from .manifest import TieredFile
 from .target import Tier2Target
 
-__all__ = ["SegmentRows", "write_segment_file", "read_segment_file", "verify_segment_file", "file_rel"]
+__all__ = ["SegmentRows", "rows_table", "split_groups", "write_segment_file", "read_segment_file",
+           "verify_segment_file", "file_rel"]
 
 
 class SegmentRows:
-    """The events of one offset range of a segment, column by column: ``offsets`` (sorted),
-    ``keys`` (str or None), ``events`` (bytes-like), ``write_us`` (µs since the epoch, UTC);
-    ``end`` is the offset just past the last event."""
+    """The events of ``[first, end)`` of a segment as the row groups of one file: tables in
+    ``layout.SCHEMA`` sorted by ``offset`` (``write_time`` µs since the epoch, UTC), produced
+    lazily (the copier reads the journal while the previous group is encoded)."""
 
-    __slots__ = ("offsets", "keys", "events", "write_us", "end")
+    __slots__ = ("first", "end", "groups")
 
-    def __init__(self, offsets: Sequence[int], keys: Sequence[str | None], events: Sequence[bytes],
-                 write_us: Sequence[int], end: int) -> None:
-        n = len(offsets)
-        if not (len(keys) == len(events) == len(write_us) == n) or n == 0:
-            raise InvalidConfigurationError("a tier-2 file needs one or more events, with one "
-                                            "offset, key, payload and write time each")
-        if end <= offsets[-1]:
-            raise InvalidConfigurationError(f"end {end} is not past the last offset {offsets[-1]}")
-        self.offsets, self.keys, self.events, self.write_us, self.end = offsets, keys, events, write_us, end
+    def __init__(self, first: int, end: int, groups: Iterable[pa.Table]) -> None:
+        if not 0 <= first < end:
+            raise InvalidConfigurationError(f"a tier-2 file needs a range first < end, not [{first}, {end})")
+        self.first, self.end, self.groups = first, end, groups
+
+    @classmethod
+    def from_table(cls, table: pa.Table, end: int) -> "SegmentRows":
+        """Rows from one table (split into row groups here)."""
+        if table.num_rows == 0:
+            raise InvalidConfigurationError("a tier-2 file needs one or more events")
+        return cls(table.column("offset")[0].as_py(), end, split_groups(table))
+
+    @classmethod
+    def from_lists(cls, offsets: Sequence[int], keys: Sequence[str | None], events: Sequence[bytes],
+                   write_us: Sequence[int], end: int) -> "SegmentRows":
+        """Rows from one Python list per column (``write_us``: µs since the epoch)."""
+        return cls.from_table(rows_table(offsets, keys, events, write_us), end)
+
+
+def rows_table(offsets: Sequence[int], keys: Sequence[str | None], events: Sequence[bytes],
+               write_us: Sequence[int]) -> pa.Table:
+    """A table in ``SCHEMA`` from one Python list per column (``write_us``: µs since the epoch)."""
+    n = len(offsets)
+    if not (len(keys) == len(events) == len(write_us) == n) or n == 0:
+        raise InvalidConfigurationError("a tier-2 file needs one or more events, with one "
+                                        "offset, key, payload and write time each")
+    return pa.table(
+        [pa.array(offsets, pa.int64()), pa.array(keys, pa.string()), pa.array(events, pa.binary()),
+         pa.array(write_us, pa.int64()).cast(SCHEMA.field("write_time").type)],
+        schema=SCHEMA)
+
+
+def split_groups(table: pa.Table) -> Iterator[pa.Table]:
+    """``table`` in row groups of at most ``ROW_GROUP_ROWS`` rows and about ``ROW_GROUP_BYTES``
+    bytes of events (at least one row each)."""
+    n = table.num_rows
+    per_row = max(1, table.column("event").nbytes // max(1, n))
+    step = max(1, min(ROW_GROUP_ROWS, ROW_GROUP_BYTES // per_row))
+    for i in range(0, n, step):
+        yield table.slice(i, step)
 
 
 def file_rel(scope: str, stream: str, f: TieredFile) -> str:
@@ -62,28 +95,78 @@ def write_segment_file(target: Tier2Target, scope: str, stream: str, segment_id:
                        rows: SegmentRows) -> TieredFile:
     """Write ``rows`` as one file of ``segment_id`` (invariant 1), published complete and only
     if no file of that name is there (``Tier2Target.put``, AlreadyExistsError); returns its
-    manifest entry."""
-    first = rows.offsets[0]
-    name = file_name(first, rows.end)  # checks the range
-    table = pa.table(
-        [pa.array(rows.offsets, pa.int64()), pa.array(rows.keys, pa.string()),
-         pa.array(rows.events, pa.binary()),
-         pa.array(rows.write_us, pa.int64()).cast(SCHEMA.field("write_time").type)],
-        schema=SCHEMA,
-    )
-    meta = {"format": LAYOUT_VERSION, "scope": scope, "stream": stream, "segment": segment_id,
-            "first": first, "end": rows.end, "events": len(rows.offsets)}
-    table = table.replace_schema_metadata({PARQUET_METADATA_KEY: json.dumps(meta, sort_keys=True)})
-    buf = io.BytesIO()
-    pq.write_table(table, buf, compression=COMPRESSION, row_group_size=ROW_GROUP_ROWS,
-                   write_statistics=True, write_page_checksum=True)
-    data = buf.getvalue()
-    tf = TieredFile(segment_id, first, rows.end, len(rows.offsets), len(data),
-                    min(rows.write_us), max(rows.write_us))
+    manifest entry. A row group is encoded in a helper thread while the next is produced."""
+    name = file_name(rows.first, rows.end)  # checks the range
+    rel = f"{segment_dir(scope, stream, segment_id)}/{name}"
+    what = f"tier-2 file {target.where(rel)}"
+    sink = pa.BufferOutputStream()
+    writer = pq.ParquetWriter(sink, SCHEMA, compression=COMPRESSION, write_statistics=True,
+                              write_page_checksum=True)
+    count = _Count(rows.first, rows.end, what)
+    try:
+        _write_groups(writer, rows.groups, count)
+        count.check()
+        meta = {"format": LAYOUT_VERSION, "scope": scope, "stream": stream, "segment": segment_id,
+                "first": rows.first, "end": rows.end, "events": count.events}
+        writer.add_key_value_metadata({PARQUET_METADATA_KEY: json.dumps(meta, sort_keys=True)})
+    finally:
+        writer.close()
+    data = sink.getvalue()
+    tf = TieredFile(segment_id, rows.first, rows.end, count.events, data.size, count.lo, count.hi)
     # exclusive: a file of that name in tier 2 is not ours to replace (a crashed copy's file is
     # deleted before its range is copied again, copier invariant 2)
-    target.put(f"{segment_dir(scope, stream, segment_id)}/{name}", data, exclusive=True)
+    target.put(rel, data, exclusive=True)
     return tf
+
+
+def _write_groups(writer: pq.ParquetWriter, groups: Iterable[pa.Table], count: "_Count") -> None:
+    """One row group per table, each encoded in a helper thread while the next is produced
+    (pyarrow and the C frame parser release the GIL: two cores work)."""
+    with ThreadPoolExecutor(1, thread_name_prefix="pe-parquet") as pool:
+        pending = None
+        try:
+            for group in groups:
+                count.add(group)
+                if pending is not None:
+                    pending.result()
+                pending = pool.submit(writer.write_table, group, group.num_rows)
+            if pending is not None:
+                pending.result()
+        finally:
+            if pending is not None:
+                wait([pending])  # never close the writer under a group being encoded
+
+
+class _Count:
+    """Checks the row groups of one file as they go by: offsets ascending from ``first``, all
+    before ``end``; counts the events and the range of write times."""
+
+    def __init__(self, first: int, end: int, what: str) -> None:
+        self.first, self.end, self.what = first, end, what
+        self.events = 0
+        self.last = -1
+        self.lo: int = 0
+        self.hi: int = 0
+
+    def add(self, group: pa.Table) -> None:
+        if group.num_rows == 0:
+            return
+        if not group.schema.equals(SCHEMA, check_metadata=False):
+            raise InvalidConfigurationError(f"tier-2 rows must have the schema {SCHEMA}, not {group.schema}")
+        offs = group.column("offset")
+        lo_off, hi_off = offs[0].as_py(), offs[-1].as_py()
+        if (self.events == 0 and lo_off != self.first) or lo_off <= self.last or hi_off >= self.end:
+            raise CorruptDataError(f"{self.what}: rows at offsets {lo_off}..{hi_off} do not follow "
+                                   f"offset {self.last} within [{self.first}, {self.end})")
+        lo, hi = pc.min_max(group.column("write_time").cast(pa.int64())).values()
+        self.lo = lo.as_py() if self.events == 0 else min(self.lo, lo.as_py())
+        self.hi = hi.as_py() if self.events == 0 else max(self.hi, hi.as_py())
+        self.events += group.num_rows
+        self.last = hi_off
+
+    def check(self) -> None:
+        if self.events == 0:
+            raise InvalidConfigurationError(f"{self.what}: a tier-2 file needs one or more events")
 
 
 def read_segment_file(target: Tier2Target, scope: str, stream: str, f: TieredFile,
@@ -163,7 +246,7 @@ def _parse_error(exc: BaseException, where: str, what: str) -> Exception:
 
 
 def _check(pf: pq.ParquetFile, f: TieredFile, scope: str, stream: str, where: str) -> None:
-    raw = (pf.schema_arrow.metadata or {}).get(PARQUET_METADATA_KEY)
+    raw = (pf.metadata.metadata or {}).get(PARQUET_METADATA_KEY)
     try:
         meta = json.loads(raw) if raw is not None else None
     except ValueError:

@@ -3,7 +3,8 @@
 Owns: reading ``[start, end)`` of one segment through the store's own read path
 (``segsource``: tail cache, journal, CRC checks) and turning it into ``SegmentRows`` for a
 Parquet file: one row per event of an event stream (a large event whole, in one row), one row
-per section of a byte stream.
+per section of a byte stream. Event streams are turned into Arrow columns in C
+(``arrow.FrameColumns``, the slices' converter): no Python object per event.
 
 Invariants:
   1. The caller passes a range of durable, committed data that starts and ends at event
@@ -13,18 +14,27 @@ Invariants:
      segment); a section of unknown time (written before metadata format 5) takes the time of
      the nearest row before it in the same range, else ``fallback_ns`` (the copier gives the
      segment's creation time).
+  3. Routing keys are valid UTF-8 (checked on the whole column), else CorruptDataError.
 
 Thread-safety: reads only; any thread (as ``SegmentSource``).
 """
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+from array import array
+from collections.abc import Iterator
+from typing import TYPE_CHECKING, Any
 
+import pyarrow as pa
+
+from .._native import ffi
+from ..arrow import FrameColumns
 from ..errors import CorruptDataError
 from ..frames import FrameParser
-from ..segsource import SegmentSource, events_from
-from .parquetfile import SegmentRows
+from ..largeevents import LargeFrame
+from ..segsource import SegmentSource
+from .layout import ROW_GROUP_BYTES, ROW_GROUP_ROWS, SCHEMA
+from .parquetfile import SegmentRows, rows_table
 
 if TYPE_CHECKING:
     from ..engine import Engine
@@ -32,21 +42,25 @@ if TYPE_CHECKING:
 
 __all__ = ["segment_rows"]
 
+_TIME = SCHEMA.field("write_time").type
+
 
 def segment_rows(engine: "Engine", seg: "Segment", start: int, end: int,
                  fallback_ns: int) -> SegmentRows:
-    """The rows of ``[start, end)`` of ``seg`` (invariants 1 and 2)."""
+    """The rows of ``[start, end)`` of ``seg`` (invariants 1 to 3), read as the file's row
+    groups are written."""
     if not 0 <= start < end <= seg.length:
         raise CorruptDataError(f"segment {seg.name}: no committed data in [{start}, {end})")
-    src = SegmentSource(engine, seg)
-    offsets: list[int] = []
-    keys: list[str | None] = []
-    events: list[bytes] = []
-    times: list[int] = []
-    last_ns = fallback_ns
-    raw = seg.stream.kind == "bytes"
-    frames = FrameParser(4096)
+    return SegmentRows(start, end, _groups(engine, seg, start, end, fallback_ns))
+
+
+def _groups(engine: "Engine", seg: "Segment", start: int, end: int,
+            fallback_ns: int) -> Iterator[pa.Table]:
     what = f"tiering of segment {seg.name}"
+    src = SegmentSource(engine, seg)
+    raw = seg.stream.kind == "bytes"
+    out: _RawRows | _EventRows = _RawRows() if raw else _EventRows(seg, what)
+    last_ns = fallback_ns
     at = start
     while at < end:
         entry, _ = src.section(at)
@@ -54,28 +68,110 @@ def segment_rows(engine: "Engine", seg: "Segment", start: int, end: int,
         last_ns = ns
         if raw:
             data, stop = src.read_raw(at, end)
-            offsets.append(at)
-            keys.append(None)
-            events.append(data)
-            times.append(ns // 1000)
-            at = stop
-            continue
-        data, stop = src.read(at, end, copy=False)
-        # a large event comes back whole (a LargeFrame) and becomes one row
-        evs = events_from(data, at, seg.segment_id, seg.stream.names, None, frames, what)
-        for ev in evs:
-            offsets.append(ev.offset)
-            k = ev[1]
-            try:
-                keys.append(None if k is None else bytes(k).decode("utf-8"))
-            except UnicodeDecodeError:
-                raise CorruptDataError(f"{what}: the routing key at offset {ev.offset} is not "
-                                       "UTF-8") from None
-            events.append(bytes(ev.event))
-            times.append(ns // 1000)
+        else:
+            # a large event comes back whole (a LargeFrame) and becomes one row
+            data, stop = src.read(at, end, copy=False)
         if stop <= at:
             raise CorruptDataError(f"{what}: no progress at offset {at}")
+        if out.full(len(data)):
+            yield from out.take()
+        out.add(data, at, ns // 1000)
         at = stop
     if at != end:
         raise CorruptDataError(f"{what}: the range ends at {at}, not at {end} (not an event boundary)")
-    return SegmentRows(offsets, keys, events, times, end)
+    yield from out.take()
+
+
+class _RawRows:
+    """A byte stream: one row per section, with no key."""
+
+    def __init__(self) -> None:
+        self.offsets: list[int] = []
+        self.events: list[bytes] = []
+        self.times: list[int] = []
+        self.nbytes = 0
+
+    def _clear(self) -> None:
+        self.offsets, self.events, self.times, self.nbytes = [], [], [], 0
+
+    def full(self, more: int) -> bool:
+        return bool(self.offsets) and (self.nbytes + more > ROW_GROUP_BYTES
+                                       or len(self.offsets) >= ROW_GROUP_ROWS)
+
+    def add(self, data: Any, at: int, us: int) -> None:
+        self.offsets.append(at)
+        self.events.append(bytes(data))
+        self.times.append(us)
+        self.nbytes += len(data)
+
+    def take(self) -> Iterator[pa.Table]:
+        if self.offsets:
+            yield rows_table(self.offsets, [None] * len(self.offsets), self.events, self.times)
+        self._clear()
+
+
+class _EventRows:
+    """An event stream: frames gathered into a buffer of about a row group's bytes, turned into
+    Arrow columns in C; the write times as runs of one value per section."""
+
+    def __init__(self, seg: "Segment", what: str) -> None:
+        self.seg, self.what = seg, what
+        self.columns = FrameColumns()
+        self.count = FrameParser(4096)
+        self.buf = bytearray()
+        self.base = 0
+        self.times = array("q")
+
+    def full(self, more: int) -> bool:
+        return bool(self.buf) and (len(self.buf) + more > ROW_GROUP_BYTES
+                                   or len(self.times) >= ROW_GROUP_ROWS)
+
+    def add(self, data: Any, at: int, us: int) -> None:
+        if type(data) is LargeFrame:
+            data = data.frame()
+        if not self.buf:
+            self.base = at
+        self.buf += data
+        self.times.extend(array("q", [us]) * self._events_in(data, at))
+
+    def _events_in(self, data: Any, at: int) -> int:
+        """The events whose frames make up ``data`` (headers only, in C)."""
+        cbuf = ffi.from_buffer(data)
+        total, pos, n = len(data), 0, 0
+        while pos < total:
+            got, used = self.count.parse(cbuf + pos, total - pos, self.what)
+            if got == 0:
+                raise CorruptDataError(f"{self.what}: a damaged frame at offset {at + pos}")
+            n += got
+            pos += used
+        return n
+
+    def take(self) -> Iterator[pa.Table]:
+        """The gathered events as row groups of at most ROW_GROUP_ROWS rows."""
+        if not self.buf:
+            return
+        seg, n = self.seg, len(self.times)
+        times = pa.Array.from_buffers(_TIME, n, [None, pa.py_buffer(self.times)])
+        batches, row = [], 0
+        for b in self.columns.batches(seg.name, seg.segment_id, self.buf, self.base):
+            k = b.num_rows
+            batches.append(pa.RecordBatch.from_arrays([
+                b.column(3), _utf8(b.column(1), self.what).cast(pa.string()),
+                b.column(0).cast(pa.binary()), times.slice(row, k)], schema=SCHEMA))
+            row += k
+        if row != n:
+            raise CorruptDataError(f"{self.what}: {row} events parsed, {n} counted")
+        self.buf = bytearray()
+        self.times = array("q")
+        table = pa.Table.from_batches(batches, schema=SCHEMA)
+        for i in range(0, n, ROW_GROUP_ROWS):
+            yield table.slice(i, ROW_GROUP_ROWS)
+
+
+def _utf8(keys: pa.Array, what: str) -> pa.Array:
+    """``keys`` if every key is valid UTF-8 (invariant 3)."""
+    try:
+        keys.validate(full=True)
+    except pa.ArrowInvalid as exc:
+        raise CorruptDataError(f"{what}: a routing key is not UTF-8 ({exc})") from None
+    return keys

@@ -25,12 +25,16 @@ from __future__ import annotations
 import errno
 import os
 from collections.abc import Mapping
+from typing import TYPE_CHECKING
 
 import fsspec
 from fsspec.implementations.local import LocalFileSystem
 
 from ..errors import AlreadyExistsError, CorruptDataError, InvalidConfigurationError, tier2_error
 from .layout import stage_name
+
+if TYPE_CHECKING:
+    import pyarrow as pa
 
 __all__ = ["Tier2Target"]
 
@@ -74,8 +78,9 @@ class Tier2Target:
         return f"{self.url}/{rel}"
 
     # ------------------------------------------------------------------ writing
-    def put(self, rel: str, data: bytes, *, exclusive: bool = False) -> None:
-        """Publish ``data`` at ``rel`` complete or not at all (invariant 1)."""
+    def put(self, rel: str, data: "bytes | pa.Buffer", *, exclusive: bool = False) -> None:
+        """Publish ``data`` (any bytes-like object) at ``rel`` complete or not at all
+        (invariant 1)."""
         path = self._rel(rel)
         try:
             if self.local:
@@ -85,14 +90,14 @@ class Tier2Target:
                     raise _Exists(path)
                 parent = path.rsplit("/", 1)[0]
                 self.fs.makedirs(parent, exist_ok=True)
-                self.fs.pipe_file(path, data)
+                self.fs.pipe_file(path, data if isinstance(data, bytes) else bytes(memoryview(data)))
         except _Exists as exc:
             raise AlreadyExistsError(f"tier-2 file {self.where(rel)} exists already") from exc
         except Exception as exc:  # noqa: BLE001 - every file-system failure is translated here
             raise tier2_error(exc, "write a tier-2 file", url=self.where(rel)) from exc
 
     @staticmethod
-    def _put_local(path: str, data: bytes, exclusive: bool) -> None:
+    def _put_local(path: str, data: "bytes | pa.Buffer", exclusive: bool) -> None:
         parent, final = os.path.split(path)
         _makedirs_durable(parent)
         tmp = os.path.join(parent, stage_name(final))

@@ -29,11 +29,12 @@ import time
 from typing import TYPE_CHECKING, Callable
 
 import pyarrow as pa
+import pyarrow.compute as pc
 
 from ..errors import CorruptDataError, StreamNotFoundError
 from .manifest import TieredFile
-from .parquetfile import (SegmentRows, file_rel, read_segment_file, verify_segment_file,
-                          write_segment_file)
+from .parquetfile import (SegmentRows, file_rel, read_segment_file, rows_table,
+                          verify_segment_file, write_segment_file)
 
 if TYPE_CHECKING:
     from ..engine import Engine
@@ -106,19 +107,22 @@ class Trimmer:
         """The rows of ``f`` from ``head`` on as a new file (invariant 1)."""
         target = self._copier.target
         t = read_segment_file(target, st.scope, st.name, f)
-        offs = t.column("offset").to_pylist()
-        keys = t.column("routing_key").to_pylist()
-        evs = t.column("event").to_pylist()
-        times = t.column("write_time").cast(pa.int64()).to_pylist()
-        i = next((i for i, o in enumerate(offs) if o >= head), len(offs))
-        if st.kind == "bytes" and i > 0 and (i == len(offs) or offs[i] > head):
+        offs = t.column("offset")
+        first = pc.index(pc.greater_equal(offs, head), True).as_py()  # -1: none
+        i = len(t) if first < 0 else first
+        if st.kind == "bytes" and i > 0 and (i == len(t) or offs[i].as_py() > head):
             i -= 1  # the chunk holding the head: cut it there
-            cut = head - offs[i]
-            offs[i], evs[i] = head, evs[i][cut:]
-        elif i == len(offs) or offs[i] != head:
+            row = t.slice(i, 1)
+            cut = head - offs[i].as_py()
+            chunk = rows_table([head], [None], [row.column("event")[0].as_py()[cut:]],
+                               row.column("write_time").cast(pa.int64()).to_pylist())
+            table = pa.concat_tables([chunk, t.slice(i + 1)])
+        elif i == len(t) or offs[i].as_py() != head:
             raise CorruptDataError(f"tier-2 file {target.where(file_rel(st.scope, st.name, f))}: "
                                    f"no event starts at the head {head}")
-        rows = SegmentRows(offs[i:], keys[i:], evs[i:], times[i:], f.end)
+        else:
+            table = t.slice(i)
+        rows = SegmentRows.from_table(table, f.end)
         new = write_segment_file(target, st.scope, st.name, f.segment_id, rows)
         verify_segment_file(target, st.scope, st.name, new)
         return new

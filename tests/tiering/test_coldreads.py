@@ -219,7 +219,7 @@ def test_a_forged_file_whose_rows_cannot_be_events_is_corrupt_data(tmp_path):
     keys[0] = "x" * 70_000  # longer than a frame's u16 key length
     meta = victim.parent.name.split("=")[1]
     first, end = (int(x) for x in victim.stem.split("-"))
-    rows = SegmentRows(t.column("offset").to_pylist(), keys, t.column("event").to_pylist(),
+    rows = SegmentRows.from_lists(t.column("offset").to_pylist(), keys, t.column("event").to_pylist(),
                        [int(x.timestamp() * 1e6) for x in t.column("write_time").to_pylist()], end)
     victim.unlink()
     write_segment_file(Tier2Target(str(path / "tier2")), "iot", "s", int(meta), rows)

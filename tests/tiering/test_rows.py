@@ -7,6 +7,7 @@ from __future__ import annotations
 import time
 
 import duckdb
+import pyarrow as pa
 import pytest
 
 import pravega_embedded as pe
@@ -22,6 +23,18 @@ def store(tmp_path):
     s.create_scope("iot")
     yield s
     s.close()
+
+
+class Cols:
+    """The columns of SegmentRows as Python lists."""
+
+    def __init__(self, rows):
+        t = pa.concat_tables(list(rows.groups))
+        self.offsets = t.column("offset").to_pylist()
+        self.keys = t.column("routing_key").to_pylist()
+        self.events = t.column("event").to_pylist()
+        self.write_us = t.column("write_time").cast("int64").to_pylist()
+        self.end = rows.end
 
 
 def _segments(store, stream):
@@ -47,19 +60,21 @@ def test_rows_hold_what_readers_read(store, tmp_path):
         want = [(e.offset, None if e.routing_key is None else e.routing_key, bytes(e.event))
                 for e in store.read_slice("iot", "ev") if e.segment_id == seg.segment_id]
         rows = segment_rows(store._engine, seg, 0, seg.length, fallback_ns=1)
-        got = list(zip(rows.offsets, rows.keys, rows.events))
-        assert got == want and rows.end == seg.length
-        assert all(t0 // 1000 <= t <= t1 // 1000 for t in rows.write_us)
-        assert rows.write_us == sorted(rows.write_us)  # never backwards within a segment
-        f = write_segment_file(target, "iot", "ev", seg.segment_id, rows)
+        c = Cols(rows)
+        got = list(zip(c.offsets, c.keys, c.events))
+        assert got == want and c.end == seg.length
+        assert all(t0 // 1000 <= t <= t1 // 1000 for t in c.write_us)
+        assert c.write_us == sorted(c.write_us)  # never backwards within a segment
+        f = write_segment_file(target, "iot", "ev", seg.segment_id,
+                               segment_rows(store._engine, seg, 0, seg.length, fallback_ns=1))
         assert read_segment_file(target, "iot", "ev", f).column("event").to_pylist() == [e for _, _, e in want]
         total += len(want)
         # a range in the middle, from one event boundary to another
         if len(want) > 10:
-            mid = segment_rows(store._engine, seg, want[3][0], want[9][0], fallback_ns=1)
+            mid = Cols(segment_rows(store._engine, seg, want[3][0], want[9][0], fallback_ns=1))
             assert list(zip(mid.offsets, mid.keys, mid.events)) == want[3:9]
             with pytest.raises(CorruptDataError):  # not an event boundary
-                segment_rows(store._engine, seg, want[3][0], want[9][0] + 1, fallback_ns=1)
+                Cols(segment_rows(store._engine, seg, want[3][0], want[9][0] + 1, fallback_ns=1))
     assert total == 309
     n, big = duckdb.sql(f"SELECT count(*), max(octet_length(event)) FROM read_parquet("
                         f"'{tmp_path}/t2/**/*.parquet', hive_partitioning=1)").fetchall()[0]
@@ -74,10 +89,12 @@ def test_byte_stream_rows_are_its_bytes(store, tmp_path):
     b.flush()
     (seg,) = _segments(store, "bytes")
     rows = segment_rows(store._engine, seg, 0, seg.length, fallback_ns=1)
-    assert rows.keys == [None] * len(rows.offsets)
-    assert b"".join(rows.events) == b"hello " + b"world" * 1000 + bytes(range(256)) * (5 << 12)
-    assert [o for o in rows.offsets] == [sum(map(len, rows.events[:i])) for i in range(len(rows.events))]
-    f = write_segment_file(Tier2Target(str(tmp_path / "t2")), "iot", "bytes", seg.segment_id, rows)
+    c = Cols(rows)
+    assert c.keys == [None] * len(c.offsets)
+    assert b"".join(c.events) == b"hello " + b"world" * 1000 + bytes(range(256)) * (5 << 12)
+    assert c.offsets == [sum(map(len, c.events[:i])) for i in range(len(c.events))]
+    f = write_segment_file(Tier2Target(str(tmp_path / "t2")), "iot", "bytes", seg.segment_id,
+                           segment_rows(store._engine, seg, 0, seg.length, fallback_ns=1))
     assert f.end == seg.length
 
 
@@ -88,3 +105,72 @@ def test_a_range_past_the_committed_data_is_refused(store):
     (seg,) = _segments(store, "ev")
     with pytest.raises(CorruptDataError):
         segment_rows(store._engine, seg, 0, seg.length + 1, fallback_ns=1)
+
+
+def test_a_routing_key_that_is_not_utf8_is_corrupt_data():
+    """Keys reach tier 2 as Parquet strings: bytes that are not UTF-8 (only damage can make
+    them) are refused, not written as an invalid string column."""
+    import struct
+    from types import SimpleNamespace
+
+    from pravega_embedded.tiering.rows import _EventRows
+
+    def frame(key: bytes, payload: bytes) -> bytes:
+        return struct.pack("<IH", len(payload), len(key)) + key + payload
+
+    seg = SimpleNamespace(name="iot/ev/0", segment_id=0)
+    ok = _EventRows(seg, "test")
+    ok.add(frame(b"k\xc3\xa9", b"one") + frame(b"k", b"two"), 0, 5)
+    (t,) = ok.take()
+    assert t.column("routing_key").to_pylist() == ["k\u00e9", "k"] and t.column("offset").to_pylist() == [0, 12]
+    bad = _EventRows(seg, "test")
+    bad.add(frame(b"k\xff", b"one"), 0, 5)
+    with pytest.raises(CorruptDataError, match="not UTF-8"):
+        list(bad.take())
+
+
+def test_row_groups_are_bounded_by_bytes_and_a_failed_read_publishes_nothing(store, tmp_path, monkeypatch):
+    """Big events make row groups of about ROW_GROUP_BYTES (a cold read of one event loads one
+    group, not 128 Ki rows); if reading the journal fails mid-file, no file is published."""
+    import pyarrow.parquet as pq
+
+    from pravega_embedded.tiering import rows as rows_mod
+    from pravega_embedded.tiering.layout import ROW_GROUP_BYTES
+
+    monkeypatch.setattr(rows_mod, "ROW_GROUP_BYTES", 1 << 20)
+    store.create_stream("iot", "big")
+    payloads = [bytes([i % 251]) * (100 << 10) for i in range(40)]  # 4 MB in 100 KiB events
+    with store.create_writer("iot", "big", writer_id="w") as w:
+        for p in payloads:
+            w.write_event(p, routing_key="k")
+    (seg,) = _segments(store, "big")
+    target = Tier2Target(str(tmp_path / "t2"))
+    f = write_segment_file(target, "iot", "big", seg.segment_id,
+                           segment_rows(store._engine, seg, 0, seg.length, fallback_ns=1))
+    pf = pq.ParquetFile(next((tmp_path / "t2").rglob("*.parquet")))
+    sizes = [pf.metadata.row_group(i).num_rows for i in range(pf.metadata.num_row_groups)]
+    assert sum(sizes) == 40 and len(sizes) >= 4 and max(sizes) <= 11  # about 1 MiB each
+    assert read_segment_file(target, "iot", "big", f).column("event").to_pylist() == payloads
+    assert ROW_GROUP_BYTES >= 8 << 20  # the default is far above one section
+
+    boom = CorruptDataError("damaged journal section (injected)")
+    real = rows_mod.SegmentSource.read
+    calls = []
+
+    fail_at = [None]
+
+    def failing(self, offset, limit, *, copy=True):
+        calls.append(offset)
+        if len(calls) == fail_at[0]:
+            raise boom
+        return real(self, offset, limit, copy=copy)
+
+    monkeypatch.setattr(rows_mod.SegmentSource, "read", failing)
+    list(segment_rows(store._engine, seg, 0, seg.length, fallback_ns=1).groups)
+    assert len(calls) >= 3
+    fail_at[0], calls[:] = len(calls), []  # the last read: after groups were encoded
+    other = Tier2Target(str(tmp_path / "t3"))
+    with pytest.raises(CorruptDataError, match="injected"):
+        write_segment_file(other, "iot", "big", seg.segment_id,
+                           segment_rows(store._engine, seg, 0, seg.length, fallback_ns=1))
+    assert not list((tmp_path / "t3").rglob("*.parquet"))
