@@ -18,16 +18,23 @@ Invariants:
      read.
   4. An offset in no tiered file is CorruptDataError naming the segment; tier-2 failures are
      StorageError (``parquetfile``).
+  5. Read-ahead: a read of a chunk loads the next row group of the segment (up to its tiered
+     end) in one background thread, if the cache has room for it beside the chunk read; a
+     read of that offset waits for it instead of loading it twice. A failed read-ahead is
+     logged (DEBUG) and dropped: the reader's own load of the offset raises the error.
 
-Thread-safety: any thread; the cache is under ``_lock``; chunks are loaded outside it (two
-threads may load the same chunk; the second one is dropped).
+Thread-safety: any thread; the cache and the read-aheads under way are under ``_lock``; chunks
+are loaded outside it (two threads may load the same chunk; the second one is dropped). Lock
+order: ``_lock`` is never held while loading or waiting.
 """
 
 from __future__ import annotations
 
+import logging
 import threading
 from bisect import bisect_right
 from collections import OrderedDict
+from concurrent.futures import Future, ThreadPoolExecutor, wait
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
@@ -45,6 +52,8 @@ if TYPE_CHECKING:
     from ..segment import Segment
 
 __all__ = ["ColdReads", "CACHE_BYTES"]
+
+LOG = logging.getLogger("pravega_embedded.tiering")
 
 CACHE_BYTES = 256 << 20
 
@@ -107,6 +116,9 @@ class ColdReads:
         self._chunks: OrderedDict[tuple[int, int], _Chunk] = OrderedDict()  # LRU
         self._starts: dict[int, list[int]] = {}  # uid -> sorted starts of its cached chunks
         self._bytes = 0
+        self._ahead: dict[tuple[int, int], Future[None]] = {}  # (uid, offset) -> read-ahead
+        self._pool: ThreadPoolExecutor | None = None  # created at the first read-ahead
+        self._closed = False
         self.loads = 0  # row groups read from tier 2 (for tests and the bench)
 
     def read(self, seg: "Segment", offset: int, limit: int) -> tuple[memoryview, int]:
@@ -131,9 +143,30 @@ class ColdReads:
                 if chunk is not None:
                     self._bytes -= len(chunk.data)
 
+    def close(self) -> None:
+        """Stop reading ahead (a load in progress finishes first). Idempotent."""
+        with self._lock:
+            pool, self._pool = self._pool, None
+            self._closed = True
+        if pool is not None:
+            pool.shutdown(wait=True, cancel_futures=True)
+
     # ------------------------------------------------------------------ the cache
     def _chunk(self, seg: "Segment", offset: int) -> _Chunk:
         uid = seg.uid
+        chunk = self._cached(uid, offset)
+        if chunk is None:
+            with self._lock:
+                ahead = self._ahead.get((uid, offset))
+            if ahead is not None:
+                wait([ahead])  # read ahead already: its result is in the cache (or failed)
+                chunk = self._cached(uid, offset)
+        if chunk is None:
+            chunk = self._insert(uid, self._load(seg, self._file(seg, offset), offset))
+        self._read_ahead(seg, chunk)
+        return chunk
+
+    def _cached(self, uid: int, offset: int) -> _Chunk | None:
         with self._lock:
             starts = self._starts.get(uid, [])
             i = bisect_right(starts, offset) - 1
@@ -142,16 +175,44 @@ class ColdReads:
                 if offset < chunk.end:
                     self._chunks.move_to_end((uid, starts[i]))
                     return chunk
-        chunk = self._load(seg, self._file(seg, offset), offset)
+        return None
+
+    def _insert(self, uid: int, chunk: _Chunk) -> _Chunk:
         with self._lock:
             key = (uid, chunk.start)
-            if key not in self._chunks:
-                self._chunks[key] = chunk
-                starts = self._starts.setdefault(uid, [])
-                starts.insert(bisect_right(starts, chunk.start), chunk.start)
-                self._bytes += len(chunk.data)
-                self._evict(key)
+            if key in self._chunks:
+                return self._chunks[key]
+            self._chunks[key] = chunk
+            starts = self._starts.setdefault(uid, [])
+            starts.insert(bisect_right(starts, chunk.start), chunk.start)
+            self._bytes += len(chunk.data)
+            self._evict(key)
             return chunk
+
+    def _read_ahead(self, seg: "Segment", chunk: _Chunk) -> None:
+        """Invariant 5: load the row group after ``chunk`` in the background, once."""
+        uid, nxt = seg.uid, chunk.end
+        if nxt >= self._engine.tiered.get(uid, 0):
+            return  # the rest is in the journal (or not tiered yet)
+        with self._lock:
+            if self._closed or (uid, nxt) in self._ahead or self._bytes + len(chunk.data) > self.cache_bytes:
+                return  # closed, under way, or no room for it beside what is read now
+            starts = self._starts.get(uid, [])
+            i = bisect_right(starts, nxt) - 1
+            if i >= 0 and nxt < self._chunks[(uid, starts[i])].end:
+                return  # cached
+            if self._pool is None:
+                self._pool = ThreadPoolExecutor(1, thread_name_prefix="pe-cold-read-ahead")
+            self._ahead[(uid, nxt)] = self._pool.submit(self._load_ahead, seg, nxt)
+
+    def _load_ahead(self, seg: "Segment", offset: int) -> None:
+        try:
+            self._insert(seg.uid, self._load(seg, self._file(seg, offset), offset))
+        except Exception as exc:  # noqa: BLE001 - the reader's own load raises it (invariant 5)
+            LOG.debug("read-ahead of segment %s at %d failed: %s", seg.name, offset, exc)
+        finally:
+            with self._lock:
+                self._ahead.pop((seg.uid, offset), None)
 
     def _evict(self, keep: tuple[int, int]) -> None:
         """Invariant 3 (lock held)."""

@@ -141,6 +141,7 @@ class Tierer:
         self._wake.set()
         if self._thread.is_alive() and self._thread is not threading.current_thread():
             self._thread.join()
+        self.cold.close()
 
     def _loop(self) -> None:
         self._engine.latch.quiet()

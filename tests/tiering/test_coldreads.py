@@ -226,3 +226,32 @@ def test_a_forged_file_whose_rows_cannot_be_events_is_corrupt_data(tmp_path):
     with pe.open(path, durability="none") as store:
         with pytest.raises(CorruptDataError, match="not events of this store|do not cover"):
             read_all(store)
+
+
+def test_a_sequential_read_from_tier2_reads_the_next_row_group_ahead_once(tmp_path, monkeypatch):
+    """A reader going through tiered history finds the next row group loaded (or loading) in the
+    background: each group is read from tier 2 once, most of them ahead of the reader, and the
+    events come back exactly as written."""
+    import threading
+
+    from pravega_embedded.tiering import coldreads, rows
+
+    monkeypatch.setattr(rows, "ROW_GROUP_BYTES", 256 << 10)  # several groups per file
+    path = tmp_path / "data"
+    opts = dict(durability="none", roll_bytes=MiB, tier2_file_bytes=4 * MiB, tail_cache_bytes=0)
+    loads: list[tuple[str, int]] = []
+    real = coldreads.ColdReads._load
+
+    def counted(self, seg, f, offset):
+        loads.append((threading.current_thread().name, seg.uid, offset))
+        return real(self, seg, f, offset)
+
+    monkeypatch.setattr(coldreads.ColdReads, "_load", counted)
+    with pe.open(path, **opts) as store:
+        want = fill(store, n=3000)
+        tier_and_reclaim(store, path)
+    with pe.open(path, **opts) as store:
+        assert sorted(read_all(store)) == sorted(want)
+    assert len(loads) == len({x[1:] for x in loads}) > 6, "a row group was read from tier 2 twice"
+    ahead = [x for x in loads if x[0].startswith("pe-cold-read-ahead")]
+    assert len(ahead) >= len(loads) // 2, f"only {len(ahead)} of {len(loads)} loads were ahead"
