@@ -266,8 +266,11 @@ def test_truncate_at_every_byte_of_the_last_two_records(pristine, tmp_path):
         kept = sum(1 for _, e in records if e <= cut)
         end = records[kept - 1][1]
         _check_prefix(d, batches, kept, end)
-        # the cut bytes of a partial record were saved for inspection, named by position
-        assert _torn_files(d) == ({f"torn-{end:020d}.bin": data[end:cut]} if cut > end else {})
+        # the cut bytes of a partial record were saved for inspection, named by position; an
+        # all-zero tail is not (journal._save_torn): the first byte of a record is its CRC's
+        # low byte, 0 in one fixture of 256 (the write times differ per run)
+        torn = data[end:cut]
+        assert _torn_files(d) == ({f"torn-{end:020d}.bin": torn} if any(torn) else {})
 
 
 def test_truncation_with_default_durability_then_the_application_resumes(pristine, tmp_path):
