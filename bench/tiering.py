@@ -39,7 +39,11 @@ differs and zstd halves it, like sensor records with an id and a random part.
    round, are untimed) and reads the whole stream: ``read_slice(...).to_arrow()``, and a reader
    from the head (``read_next_event(timeout=0)`` until None; the time to its first event is
    printed too). Baseline: ``pyarrow.dataset.dataset(<tier2>/scope=bench/stream=s,
-   format="parquet", partitioning="hive").to_table()``. The files are in the page cache for
+   format="parquet", partitioning="hive").to_table()``; and, as baselines doing the work the
+   store's reads do, the same with page-checksum verification (the store verifies every page
+   it reads) and pyarrow.dataset event by event (``to_batches``, each payload, key and offset
+   turned into Python objects: what a program reading events one at a time from the files
+   does). The files are in the page cache for
    every side (read once before). MB/s of payload bytes; median of --reps + 2 repetitions (the
    sides take turns going first); the to_arrow result is compared with the baseline's rows
    (offsets, keys, events). For reference, the same two reads from the local journal, timed in
@@ -314,6 +318,20 @@ def read_dataset(folder: Path, checksums: bool = False) -> tuple[float, pa.Table
     return time.perf_counter() - t, table
 
 
+def loop_dataset(folder: Path) -> float:
+    """What a program reading the events one at a time from the Parquet files does with
+    pyarrow.dataset: each event's payload, key and offset as Python objects, batch by batch."""
+    gc.collect()
+    t = time.perf_counter()
+    n = 0
+    for batch in ds.dataset(folder, format="parquet", partitioning="hive").to_batches(
+            columns=["event", "routing_key", "offset"]):
+        for _ev, _key, _off in zip(batch.column(0).to_pylist(), batch.column(1).to_pylist(),
+                                   batch.column(2).to_pylist()):
+            n += 1
+    return time.perf_counter() - t
+
+
 def read_stream(store: pe.Store, how: str) -> tuple[float, float, int, pa.Table | None]:
     """Read the whole stream ``how`` ("to_arrow" or "reader"): (seconds, seconds to the first
     event, events, the table for to_arrow)."""
@@ -528,15 +546,17 @@ def main() -> int:
         say()
         say(f"CATCH-UP READS FROM TIER 2 ({pay_mb:,.1f} MB of payload, every journal file reclaimed; "
             f"MB/s of payload bytes; the files in the page cache; {read_reps} repetitions)")
-        sides = ["dataset", "to_arrow", "reader", "dataset+checksums"]
+        sides = ["dataset", "to_arrow", "reader", "dataset+checksums", "dataset loop"]
         times: dict[str, list[float]] = {s: [] for s in sides}
         firsts: list[float] = []
         loads: dict[str, int] = {}
         for rep in range(read_reps):
-            order = sides[rep % 4:] + sides[:rep % 4]
+            order = sides[rep % len(sides):] + sides[:rep % len(sides)]
             base_table = ours_table = None
             for side in order:
-                if side.startswith("dataset"):
+                if side == "dataset loop":
+                    dt, got, ld = loop_dataset(folder), n, 0
+                elif side.startswith("dataset"):
                     dt, table = read_dataset(folder, checksums=side != "dataset")
                     got, ld = table.num_rows, 0
                     if side == "dataset":
@@ -563,6 +583,8 @@ def main() -> int:
         reads = {f"{s}_mb_s": pay_mb / med[s] for s in sides} | {
             "x_dataset_to_arrow": med["dataset"] / med["to_arrow"],
             "x_dataset_reader": med["dataset"] / med["reader"], "row_groups_loaded": loads,
+            "x_dataset_loop_reader": med["dataset loop"] / med["reader"],
+            "x_dataset_checksums_to_arrow": med["dataset+checksums"] / med["to_arrow"],
             "reader_first_event_s": median(firsts), "seconds": times,
             "local_to_arrow_mb_s": pay_mb / local["to_arrow"], "local_reader_mb_s": pay_mb / local["reader"]}
         say(f"  median: pyarrow.dataset to_table {reads['dataset_mb_s']:,.1f} MB/s; read_slice().to_arrow() "
@@ -572,6 +594,8 @@ def main() -> int:
         say(f"  pyarrow.dataset verifying page checksums as the store does: {reads['dataset+checksums_mb_s']:,.1f} MB/s; "
             f"to_arrow x it {med['dataset+checksums'] / med['to_arrow']:.2f}, reader x it "
             f"{med['dataset+checksums'] / med['reader']:.2f}")
+        say(f"  pyarrow.dataset event by event (each payload, key and offset to Python, batch by batch): "
+            f"{reads['dataset loop_mb_s']:,.1f} MB/s; reader x it {reads['x_dataset_loop_reader']:.2f}")
         say(f"  the same reads from the local journal (COPY's last repetition, before its flush_tier2): to_arrow "
             f"{reads['local_to_arrow_mb_s']:,.1f} MB/s, reader {reads['local_reader_mb_s']:,.1f} MB/s "
             f"({n / local['reader']:,.0f} ev/s)")
@@ -671,6 +695,11 @@ def main() -> int:
          reads["x_dataset_to_arrow"] >= 0.8, f"{reads['x_dataset_to_arrow']:.2f}x"),
         ("catch-up reader loop from tier 2 >= 0.8x pyarrow.dataset to_table", reads["x_dataset_reader"] >= 0.8,
          f"{reads['x_dataset_reader']:.2f}x"),
+        ("  the same reads against baselines doing the same work: to_arrow >= 0.8x dataset verifying "
+         "page checksums", reads["x_dataset_checksums_to_arrow"] >= 0.8,
+         f"{reads['x_dataset_checksums_to_arrow']:.2f}x"),
+        ("  reader >= 0.8x pyarrow.dataset event by event", reads["x_dataset_loop_reader"] >= 0.8,
+         f"{reads['x_dataset_loop_reader']:.2f}x"),
         ("local journal peak <= local_budget + 2 MiB (the bound tests/tiering/test_budget.py checks)",
          b["status_peak"] <= budget + 2 * MiB and b["dir_peak"] <= budget + 2 * MiB,
          f"{max(b['status_peak'], b['dir_peak']) / MiB:,.2f} MiB of {budget / MiB:.0f} MiB"),

@@ -7,6 +7,8 @@
  *   routing_key large_string  key_validity (bitmap, LSB first) + key_offsets (int64, n+1) + key_data
  *   segment_id  int64
  *   offset      int64         base_offset + frame_off[i]
+ * and back: pe_columns_to_frames rebuilds the frames of a tier-2 row group (binary/string
+ * arrays with int32 offsets, as Parquet reads them) and checks the rows' offsets.
  */
 #include <stdint.h>
 #include <stddef.h>
@@ -77,5 +79,46 @@ int pe_frames_to_columns(const char *buf, uint64_t len, uint32_t n, const uint32
         segment_ids[i] = segment_id;
         offsets[i] = base_offset + (int64_t)fo;
     }
+    return PE_OK;
+}
+
+int pe_columns_to_frames(uint32_t n, const int32_t *payload_offsets, const char *payload_data,
+                         const int32_t *key_offsets, const char *key_data,
+                         const uint8_t *key_validity, uint64_t key_bit0, const int64_t *row_offsets,
+                         char *out, uint64_t out_cap, uint64_t *out_len)
+{
+    if (n == 0 || payload_offsets == NULL || key_offsets == NULL || row_offsets == NULL ||
+        out == NULL || out_len == NULL)
+        return PE_ERR_INVAL;
+    uint64_t pos = 0;
+    for (uint32_t i = 0; i < n; i++) {
+        int64_t p0 = payload_offsets[i], p1 = payload_offsets[i + 1];
+        int64_t k0 = key_offsets[i], k1 = key_offsets[i + 1];
+        if (p1 < p0 || k1 < k0 || (p1 > p0 && payload_data == NULL) || (k1 > k0 && key_data == NULL))
+            return PE_ERR_INVAL;
+        uint64_t b = key_bit0 + i;
+        int has_key = key_validity == NULL || (key_validity[b >> 3] >> (b & 7)) & 1;
+        uint64_t pl = (uint64_t)(p1 - p0);
+        uint64_t kl = has_key ? (uint64_t)(k1 - k0) : 0;
+        if (pl > UINT32_MAX || kl >= 65535)
+            return PE_ERR_CORRUPT;
+        if ((uint64_t)row_offsets[i] - (uint64_t)row_offsets[0] != pos)
+            return PE_ERR_CORRUPT;
+        uint64_t flen = 6 + kl + pl;
+        if (out_cap - pos < flen)
+            return PE_ERR_INVAL;
+        uint32_t pl32 = (uint32_t)pl;
+        uint16_t kl16 = has_key ? (uint16_t)kl : 65535;
+        char *o = out + pos;
+        o[0] = (char)(pl32 & 0xff); o[1] = (char)((pl32 >> 8) & 0xff);
+        o[2] = (char)((pl32 >> 16) & 0xff); o[3] = (char)(pl32 >> 24);
+        o[4] = (char)(kl16 & 0xff); o[5] = (char)(kl16 >> 8);
+        if (kl)
+            memcpy(o + 6, key_data + k0, kl);
+        if (pl)
+            memcpy(o + 6 + kl, payload_data + p0, pl);
+        pos += flen;
+    }
+    *out_len = pos;
     return PE_OK;
 }

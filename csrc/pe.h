@@ -318,3 +318,19 @@ int pe_frames_to_columns(const char *buf, uint64_t len, uint32_t n, const uint32
                          int64_t *payload_offsets, char *key_data, uint64_t key_cap,
                          int64_t *key_offsets, uint8_t *key_validity, int64_t *segment_ids,
                          int64_t *offsets);
+
+/* The inverse, for tier-2 row groups read back: n rows given as Arrow arrays with int32 offsets
+ * (binary payloads: payload_offsets[0..n] into payload_data; string keys: key_offsets[0..n]
+ * into key_data, key_validity an Arrow bitmap whose bit key_bit0 + i is row i's, NULL when
+ * every row has a key; row_offsets[0..n) the rows' segment offsets) become event frames back
+ * to back in out (out_cap bytes): u32 payload_len | u16 key_len (65535 = no key) | key |
+ * payload. Checks that the rows cover the segment from row_offsets[0] back to back:
+ * row_offsets[i] = row_offsets[0] + the bytes of the frames before row i. *out_len = the bytes
+ * written. Never reads or writes outside the given arrays.
+ * Errors: PE_ERR_INVAL (NULL arrays, n = 0, decreasing array offsets, out_cap too small),
+ * PE_ERR_CORRUPT (a key of 65535 bytes or more, a payload of 4 GiB or more, a row not where
+ * the frame before it ends). */
+int pe_columns_to_frames(uint32_t n, const int32_t *payload_offsets, const char *payload_data,
+                         const int32_t *key_offsets, const char *key_data,
+                         const uint8_t *key_validity, uint64_t key_bit0, const int64_t *row_offsets,
+                         char *out, uint64_t out_cap, uint64_t *out_len);

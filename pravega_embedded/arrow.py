@@ -6,8 +6,10 @@ key), segment_id (int64) and offset (int64).
 
 Invariants:
   1. Row order is chunk order, and within a chunk offset order (so per-key write order).
-  2. Event and key bytes are copied once, by ``pe_frames_to_columns``, into buffers that Arrow
-     owns (allocated uninitialised by pyarrow); nothing else is copied.
+  2. Event and key bytes of journal frames are copied once, by ``pe_frames_to_columns``, into
+     buffers that Arrow owns (allocated uninitialised by pyarrow); nothing else is copied.
+     Tiered data comes as tables already in ``SCHEMA`` (from its Parquet columns) and is
+     taken as it is.
 
 Thread-safety: pure function of its input.
 """
@@ -77,10 +79,15 @@ class FrameColumns:
         ], schema=SCHEMA)
 
 
-def slice_to_arrow(chunks: Iterable[tuple[Any, Any, int]]) -> pa.Table:
-    """Build the Table from (segment, framed bytes or memoryview, first offset) chunks."""
+def slice_to_arrow(chunks: Iterable[tuple[Any, Any, int] | pa.Table]) -> pa.Table:
+    """Build the Table from (segment, framed bytes or memoryview, first offset) chunks, and
+    tables already in ``SCHEMA`` (tiered data read from its Parquet columns)."""
     cols = FrameColumns()
-    batches = []
-    for seg, data, base in chunks:
+    batches: list[pa.RecordBatch] = []
+    for chunk in chunks:
+        if isinstance(chunk, pa.Table):
+            batches.extend(chunk.to_batches())
+            continue
+        seg, data, base = chunk
         batches.extend(cols.batches(seg.name, seg.segment_id, data, base))
     return pa.Table.from_batches(batches, schema=SCHEMA)

@@ -76,6 +76,8 @@ class ColdReads(Protocol):
 
     def read(self, seg: Segment, offset: int, limit: int) -> tuple[Any, int]: ...
 
+    def table(self, seg: Segment, start: int, end: int) -> Any: ...
+
 
 class EngineOptions:
     """Sizes and intervals of an engine (validated by ``Store``)."""

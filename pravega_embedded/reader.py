@@ -371,10 +371,25 @@ class Slice:
         """A pyarrow Table: event (large_binary), routing_key (large_string, null if none),
         segment_id (int64), offset (int64)."""
         from .arrow import slice_to_arrow
-        return slice_to_arrow(
-            (seg, data.frame() if type(data) is LargeFrame else data, pos)
-            for seg, data, pos in self._chunks(copy=False)
-        )
+        return slice_to_arrow(self._arrow_parts())
+
+    def _arrow_parts(self) -> Iterator[Any]:
+        """What ``to_arrow`` is built from: chunks of frames, and tables of tiered ranges read
+        straight from their Parquet columns where the journal no longer holds them."""
+        for src, lo, hi in self._ranges:
+            pos = lo
+            while pos < hi:
+                if self._st.deleted:
+                    raise StreamNotFoundError(f"stream {self._st.key} was deleted")
+                cold = src.cold_table(pos, hi)
+                if cold is not None:
+                    table, pos = cold
+                    yield table
+                    continue
+                data, stop = src.read(pos, hi, copy=False)
+                yield (src.seg, data.frame() if type(data) is LargeFrame else data, pos)
+                data = None
+                pos = stop
 
     def to_pandas(self) -> "pandas.DataFrame":
         """A pandas DataFrame with the columns of ``to_arrow()`` (needs pandas)."""

@@ -174,6 +174,24 @@ class SegmentSource:
             self._truncated(offset)
             raise
 
+    def cold_table(self, offset: int, limit: int) -> tuple[Any, int] | None:
+        """The events from ``offset`` (an event boundary) to ``limit`` or the segment's tiered
+        end as one Arrow table in ``arrow.SCHEMA``, read in bulk from tier 2, if the journal no
+        longer holds ``offset``: (table, end). None if it does (read it from there)."""
+        e = self.engine
+        tiered = e.tiered.get(self.seg.uid, 0)
+        if e.cold is None or offset >= tiered:
+            return None
+        entry, data = self.section(offset)
+        if data is not None or not e.local_read_gone(self.seg, offset, entry.pos):
+            return None
+        stop = min(limit, tiered)
+        try:
+            return e.cold.table(self.seg, offset, stop), stop
+        except (CorruptDataError, StorageError):
+            self._truncated(offset)  # truncated (and its tier-2 file deleted) meanwhile
+            raise
+
     def _read_cold(self, offset: int, limit: int, copy: bool) -> tuple[Any, int]:
         cold = self.engine.cold
         if cold is None:

@@ -10,9 +10,11 @@ Invariants:
      rows of a file are contiguous, so the rebuilt bytes of a row group cover the segment range
      ``[its first offset, its last offset + its last frame)`` exactly. A chunk whose rebuilt
      length disagrees with its offsets is CorruptDataError.
-  2. A read starts at the asked offset and ends at ``limit`` or the end of its row group, but
-     never inside a frame: a frame that crosses ``limit`` (a large event, whole in one row) is
-     returned whole.
+  2. A read starts at the asked offset (a frame's start) and ends at ``limit``, about
+     ``READ_BYTES`` later or the end of its row group, whichever comes first, but never inside
+     a frame: it ends at the last frame boundary by then, and a first frame longer than that
+     (a large event, whole in one row) is returned whole. A byte stream's read ends at
+     ``limit`` or the row group's end.
   3. The cache holds at most ``cache_bytes`` of rebuilt chunks (least recently used go first;
      the chunk just read always stays until the next read), so memory is bounded whatever is
      read.
@@ -22,6 +24,10 @@ Invariants:
      end) in one background thread, if the cache has room for it beside the chunk read; a
      read of that offset waits for it instead of loading it twice. A failed read-ahead is
      logged (DEBUG) and dropped: the reader's own load of the offset raises the error.
+  6. ``table`` (slices to Arrow) serves a tiered range straight from the Parquet columns,
+     bypassing the cache: the rows of ``[start, end)`` exactly, checked as in invariant 1
+     (each row starts where the one before it ends, the first at ``start``, the last ending
+     at ``end``), else CorruptDataError.
 
 Thread-safety: any thread; the cache and the read-aheads under way are under ``_lock``; chunks
 are loaded outside it (two threads may load the same chunk; the second one is dropped). Lock
@@ -41,8 +47,10 @@ from typing import TYPE_CHECKING
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from .._native import check, ffi, lib
+from ..arrow import SCHEMA as SLICE_SCHEMA
 from ..errors import CorruptDataError
-from ..frames import FRAME_HEADER_SIZE, NO_KEY
+from ..frames import FRAME_HEADER_SIZE
 from .manifest import TieredFile
 from .parquetfile import read_segment_file
 from .target import Tier2Target
@@ -56,30 +64,45 @@ __all__ = ["ColdReads", "CACHE_BYTES"]
 LOG = logging.getLogger("pravega_embedded.tiering")
 
 CACHE_BYTES = 256 << 20
+READ_BYTES = 1 << 20  # at most this much of a chunk per read (whole frames; a longer one whole)
 
 
 @dataclass(frozen=True, slots=True)
 class _Chunk:
-    """The rebuilt bytes of one row group: segment range ``[start, end)``."""
+    """The rebuilt bytes of one row group: segment range ``[start, end)``, and where each
+    of its frames starts (None for a byte stream's raw sections)."""
 
     start: int
     end: int
     data: memoryview
+    starts: "memoryview | None"
 
 
-def frames_of(table: pa.Table) -> pa.Buffer:
-    """The event frames of ``table``'s rows back to back (invariant 1), built column-wise."""
-    events = table.column("event").combine_chunks().cast(pa.large_binary())
-    keys = table.column("routing_key").combine_chunks()
-    plen = pc.binary_length(events).cast(pa.uint32())
-    klen = pc.fill_null(pc.binary_length(keys).cast(pa.uint16()), NO_KEY)
-    n = len(table)
-    heads = [pa.FixedSizeBinaryArray.from_buffers(pa.binary(w), n, [None, col.buffers()[1]],
-                                                  offset=col.offset)
-             for w, col in ((4, plen), (2, klen))]
-    parts = [h.cast(pa.large_binary()) for h in heads]
-    parts += [pc.fill_null(keys.cast(pa.large_binary()), b""), events]
-    return _values(pc.binary_join_element_wise(*parts, pa.scalar(b"", pa.large_binary())))
+def frames_of(table: pa.Table, what: str) -> pa.Buffer:
+    """The event frames of ``table``'s rows back to back (invariant 1), rebuilt in C in one
+    call (one release of the GIL: a read-ahead is not held up by a reader's Python loop),
+    which also checks that each row starts where the frame before it ends."""
+    ev, keys, offs = (_one_chunk(table.column(c)) for c in ("event", "routing_key", "offset"))
+    n = len(ev)
+    (_, ev_offs, ev_data), (key_valid, key_offs, key_data) = ev.buffers(), keys.buffers()
+    cap = FRAME_HEADER_SIZE * n + (ev_data.size if ev_data else 0) + (key_data.size if key_data else 0)
+    out = pa.allocate_buffer(cap)
+    out_len = ffi.new("uint64_t *")
+    fb = ffi.from_buffer
+    status = lib.pe_columns_to_frames(
+        n, fb("int32_t[]", ev_offs) + ev.offset, fb(ev_data) if ev_data else ffi.NULL,
+        fb("int32_t[]", key_offs) + keys.offset, fb(key_data) if key_data else ffi.NULL,
+        fb("uint8_t[]", key_valid) if key_valid else ffi.NULL, keys.offset,
+        fb("int64_t[]", offs.buffers()[1]) + offs.offset, fb(out), cap, out_len)
+    if status == lib.PE_ERR_CORRUPT:
+        raise CorruptDataError(f"{what} holds rows that are not events of this store (a key or "
+                               "payload too long for a frame) or do not cover their offsets")
+    check(status, f"rebuild the frames of {what}")
+    return out.slice(0, out_len[0])
+
+
+def _one_chunk(col: pa.ChunkedArray) -> pa.Array:
+    return col.chunk(0) if col.num_chunks == 1 else col.combine_chunks()
 
 
 def bytes_of(table: pa.Table) -> pa.Buffer:
@@ -87,13 +110,28 @@ def bytes_of(table: pa.Table) -> pa.Buffer:
     return _values(table.column("event").combine_chunks().cast(pa.large_binary()))
 
 
-def _row_lengths(table: pa.Table, raw: bool) -> pa.Array:
+def _row_lengths(table: pa.Table, raw: bool) -> pa.ChunkedArray:
     """Each row's length in the segment (int64): its frame's, or a byte stream's section's."""
-    plen = pc.binary_length(table.column("event").combine_chunks()).cast(pa.int64())
+    # chunk by chunk: combining the event column's chunks would copy every payload
+    plen = pc.binary_length(table.column("event")).cast(pa.int64())
     if raw:
         return plen
-    klen = pc.fill_null(pc.binary_length(table.column("routing_key").combine_chunks()), 0)
+    klen = pc.fill_null(pc.binary_length(table.column("routing_key")), 0)
     return pc.add(pc.add(plen, klen.cast(pa.int64())), FRAME_HEADER_SIZE)
+
+
+def _check_covers(table: pa.Table, start: int, end: int, what: str, raw: bool = False) -> None:
+    """Invariant 1: the rows of ``table`` cover ``[start, end)`` back to back."""
+    try:
+        offs = table.column("offset")
+        lens = _row_lengths(table, raw)
+        ends = pc.add(pc.cumulative_sum(lens), start)
+        ok = (len(offs) > 0 and pc.all(pc.equal(pc.subtract(ends, lens), offs)).as_py()
+              and ends[-1].as_py() == end)
+    except pa.ArrowException as exc:
+        raise CorruptDataError(f"{what} holds rows that are not events of this store ({exc})") from exc
+    if not ok:
+        raise CorruptDataError(f"{what} holds rows that do not cover offsets [{start}, {end})")
 
 
 def _values(arr: pa.Array) -> pa.Buffer:
@@ -122,17 +160,46 @@ class ColdReads:
         self.loads = 0  # row groups read from tier 2 (for tests and the bench)
 
     def read(self, seg: "Segment", offset: int, limit: int) -> tuple[memoryview, int]:
-        """The bytes from ``offset`` to ``limit`` or its row group's end (invariant 2)."""
+        """The bytes from ``offset`` to ``limit``, ``READ_BYTES`` past ``offset`` or its row
+        group's end, whichever comes first, never ending inside a frame (invariant 2)."""
         chunk = self._chunk(seg, offset)
-        stop = min(limit, chunk.end)
-        at = offset - chunk.start
-        data = chunk.data
-        if seg.stream.kind != "bytes" and stop < chunk.end and len(data) - at >= FRAME_HEADER_SIZE:
-            plen = int.from_bytes(data[at:at + 4], "little")
-            klen = int.from_bytes(data[at + 4:at + 6], "little")
-            flen = FRAME_HEADER_SIZE + (0 if klen == NO_KEY else klen) + plen
-            stop = max(stop, min(chunk.end, offset + flen))
-        return data[at:stop - chunk.start], stop
+        want = min(limit, chunk.end)
+        starts = chunk.starts
+        if starts is None:  # a byte stream: raw bytes, a read may end anywhere
+            stop = want
+        else:
+            want = min(want, offset + READ_BYTES)
+            j = bisect_right(starts, want) - 1
+            if want == chunk.end or (j >= 0 and starts[j] == want):
+                stop = want
+            elif j >= 0 and starts[j] > offset:
+                stop = starts[j]  # the last frame that ends by ``want``
+            else:  # the frame at ``offset`` is longer than that: whole
+                i = bisect_right(starts, offset)
+                stop = starts[i] if i < len(starts) else chunk.end
+        return chunk.data[offset - chunk.start:stop - chunk.start], stop
+
+    def table(self, seg: "Segment", start: int, end: int) -> pa.Table:
+        """The events of ``[start, end)`` of ``seg`` (tiered; ``start`` an event boundary) as
+        a table in ``arrow.SCHEMA`` (invariant 6), read in bulk from its files."""
+        st = seg.stream
+        parts = []
+        pos = start
+        while pos < end:
+            f = self._file(seg, pos)
+            stop = min(end, f.end)
+            table = read_segment_file(self.target, st.scope, st.name, f, pos, stop)
+            self.loads += 1
+            _check_covers(table, pos, stop, f"segment {seg.name}: tier-2 file {f.name} of "
+                                            f"{self.target.url}")
+            n = table.num_rows
+            parts.append(pa.Table.from_arrays([
+                table.column("event").cast(pa.large_binary()),
+                table.column("routing_key").cast(pa.large_string()),
+                pa.repeat(pa.scalar(seg.segment_id, pa.int64()), n),
+                table.column("offset")], schema=SLICE_SCHEMA))
+            pos = stop
+        return pa.concat_tables(parts) if parts else SLICE_SCHEMA.empty_table()
 
     def forget(self, uid: int) -> None:
         """Drop what is known of segment ``uid`` (its files changed: retention, deletion)."""
@@ -250,22 +317,21 @@ class ColdReads:
             raise CorruptDataError(f"segment {seg.name}: tier-2 file {f.name} of {self.target.url} "
                                    f"has no row at offset {offset} though its range holds it")
         raw = st.kind == "bytes"
-        try:
-            buf = bytes_of(table) if raw else frames_of(table)
-            offs = table.column("offset").combine_chunks()
-            start = offs[0].as_py()
-            end = start + buf.size
-            # invariant 1: each row starts where the rows before it end
-            lens = _row_lengths(table, raw)
-            covered = pc.all(pc.equal(pc.subtract(offs, start),
-                                      pc.subtract(pc.cumulative_sum(lens), lens))).as_py()
-        except pa.ArrowException as exc:  # e.g. a key too long for a frame: not our file
-            raise CorruptDataError(f"segment {seg.name}: tier-2 file {f.name} of {self.target.url} "
-                                   f"holds rows that are not events of this store ({exc})") from exc
-        if end > f.end or not covered:
-            raise CorruptDataError(f"segment {seg.name}: tier-2 file {f.name} of {self.target.url} "
-                                   f"holds rows that do not cover their offsets")
+        what = f"segment {seg.name}: tier-2 file {f.name} of {self.target.url}"
+        start = table.column("offset")[0].as_py()
+        if raw:
+            buf = bytes_of(table)
+            _check_covers(table, start, start + buf.size, what, raw)
+        else:
+            buf = frames_of(table, what)  # checks the rows cover their offsets
+        end = start + buf.size
+        if end > f.end:
+            raise CorruptDataError(f"{what} holds rows that do not cover their offsets")
         if not start <= offset < end:
             raise CorruptDataError(f"segment {seg.name}: no row of tier-2 file {f.name} starts at "
                                    f"or before offset {offset}")
-        return _Chunk(start, end, memoryview(buf).cast("B"))
+        starts = None
+        if not raw:
+            offs = table.column("offset").combine_chunks()
+            starts = memoryview(offs.buffers()[1]).cast("q")[offs.offset:offs.offset + len(offs)]
+        return _Chunk(start, end, memoryview(buf).cast("B"), starts)

@@ -202,7 +202,7 @@ def verify_segment_file(target: Tier2Target, scope: str, stream: str, f: TieredF
     rel = file_rel(scope, stream, f)
     where = target.where(rel)
     try:
-        size = target.fs.size(f"{target.root}/{rel}")
+        size = target.size(rel)
     except FileNotFoundError as exc:
         raise CorruptDataError(f"tier-2 file {where} is missing right after it was written") from exc
     except Exception as exc:  # noqa: BLE001 - every file-system failure is translated here
@@ -224,7 +224,7 @@ def _opened(target: Tier2Target, rel: str) -> Iterator[Any]:
     lists it), StorageError if tier 2 fails to open it."""
     where = target.where(rel)
     try:
-        fh = target.fs.open(f"{target.root}/{rel}", "rb")
+        fh = target.open_read(rel)
     except FileNotFoundError as exc:
         raise CorruptDataError(f"tier-2 file {where} is in the manifest but missing: it was "
                                "deleted by hand or by another program") from exc

@@ -25,16 +25,14 @@ from __future__ import annotations
 import errno
 import os
 from collections.abc import Mapping
-from typing import TYPE_CHECKING
+from typing import Any
 
 import fsspec
+import pyarrow as pa
 from fsspec.implementations.local import LocalFileSystem
 
 from ..errors import AlreadyExistsError, CorruptDataError, InvalidConfigurationError, tier2_error
 from .layout import stage_name
-
-if TYPE_CHECKING:
-    import pyarrow as pa
 
 __all__ = ["Tier2Target"]
 
@@ -76,6 +74,20 @@ class Tier2Target:
     def where(self, rel: str) -> str:
         """``rel`` as a URL for messages."""
         return f"{self.url}/{rel}"
+
+    # ------------------------------------------------------------------ reading
+    def open_read(self, rel: str) -> Any:
+        """The file at ``rel`` open for reading (raises what the file system raises: the
+        caller translates). A local file is opened natively by pyarrow: its reads need no
+        GIL, so a read-ahead thread is not held up by a reader's Python loop."""
+        path = self._rel(rel)
+        if self.local:
+            return pa.OSFile(path, "r")
+        return self.fs.open(path, "rb")
+
+    def size(self, rel: str) -> int:
+        """The size of the file at ``rel`` (raises what the file system raises)."""
+        return int(self.fs.size(self._rel(rel)))
 
     # ------------------------------------------------------------------ writing
     def put(self, rel: str, data: "bytes | pa.Buffer", *, exclusive: bool = False) -> None:
