@@ -17,9 +17,12 @@ Invariants:
      than ``file_age``, when the segment is sealed, when ``flush`` asks for it, or at once
      while the local journal is past half its ``local_budget`` (``LocalBudget.pressure``).
   5. A failure is never swallowed: it is logged (logger ``pravega_embedded.tiering``, WARNING
-     with the traceback), kept as the status's last error, and the round is tried again after a
-     backoff doubling from ``RETRY_MIN_S`` to ``RETRY_MAX_S`` (at most ``RETRY_BLOCKED_S``
-     while writers wait for the local budget); nothing is skipped meanwhile.
+     with the traceback), kept as the status's last error, and tried again after a backoff
+     doubling from ``RETRY_MIN_S`` to ``RETRY_MAX_S`` (at most ``RETRY_BLOCKED_S`` while
+     writers wait for the local budget); nothing is skipped meanwhile. A failed copy backs off
+     its own stream only: the round goes on with the other streams, and the tierer's
+     background rounds leave that stream out until its backoff ends (``flush`` does not wait
+     for it), so one stream that cannot be tiered does not hold up the others.
   6. ``close`` stops the thread after the copy in progress; no round starts after it, and once
      the fail-stop latch has tripped no round starts either.
   7. After a round that copied, the journal files whose every live record is tiered or
@@ -100,6 +103,16 @@ class TieringStatus:
                 f"local journal {self.local_bytes:,} B{budget}{err}")
 
 
+@dataclass(slots=True)
+class _Failing:
+    """A stream whose last copy failed (invariant 5): not copied again by a background round
+    before ``retry_at`` (monotonic seconds)."""
+
+    failures: int
+    retry_at: float
+    error: str
+
+
 @dataclass(frozen=True, slots=True)
 class _Work:
     """One copy a round will make: ``seg`` of ``st`` from its tiered end to ``end``."""
@@ -125,6 +138,7 @@ class Tierer:
         self._wake = threading.Event()  # set by close and by writers waiting for the budget
         self._failures = 0
         self._last_error: str | None = None
+        self._failing: dict[str, _Failing] = {}  # stream key -> its backoff (invariant 5)
         self._thread = threading.Thread(target=self._loop, name="pe-tiering", daemon=True)
 
     # ------------------------------------------------------------------ life cycle
@@ -165,6 +179,9 @@ class Tierer:
                 self._failures = 0
                 self._last_error = None
                 delay = self.options.interval
+                if self._failing:  # wake for the first stream whose backoff ends
+                    first = min(f.retry_at for f in list(self._failing.values()))
+                    delay = max(0.0, min(delay, first - time.monotonic()))
 
     def _backoff(self, delay: float) -> None:
         """Wait ``delay`` after a failure; writers' calls for haste do not cut it short, but
@@ -207,22 +224,46 @@ class Tierer:
                 self.trimmer.trim(st)
             self.trimmer.sweep()
             pending = 0  # copies since the last reclaim
+            failed: dict[str, BaseException] = {}  # this round's failed streams (invariant 5)
             try:
                 while True:
                     copied = 0
                     for w in self._due(until):
                         if until is None and self._stop.is_set():
                             return
-                        if self.copier.copy(w.st, w.seg, w.end) is not None:
+                        if w.st.key in failed:
+                            continue
+                        try:
+                            done = self.copier.copy(w.st, w.seg, w.end)
+                        except Exception as exc:  # noqa: BLE001 - invariant 5: kept, retried
+                            failed[w.st.key] = exc
+                            self._stream_failed(w.st.key, exc)
+                            continue
+                        self._failing.pop(w.st.key, None)
+                        if done is not None:
                             copied += 1
                             pending += 1
                     if not copied:  # done, or only copies refused (a stream deleted meanwhile)
-                        return
+                        break
                     self._reclaim()  # after each pass: a long round under ingest stays bounded
                     pending = 0
             finally:
                 if pending and not self._engine.closed:
                     self._reclaim()
+            if failed and until is not None:
+                raise next(iter(failed.values()))  # flush: everything or its retry/timeout
+
+    def _stream_failed(self, key: str, exc: BaseException) -> None:
+        """Invariant 5: back off stream ``key`` after a failed copy."""
+        prev = self._failing.get(key)
+        n = 1 if prev is None else prev.failures + 1
+        delay = min(RETRY_MAX_S, RETRY_MIN_S * 2 ** min(n - 1, 16))
+        budget = self._engine.budget
+        if budget is not None and budget.blocked():
+            delay = min(delay, RETRY_BLOCKED_S)  # ingest waits: look again soon
+        self._failing[key] = _Failing(n, time.monotonic() + delay, f"{key}: {type(exc).__name__}: {exc}")
+        LOG.warning("store %s: tiering stream %s to %s failed (%d in a row); trying it again in "
+                    "%.1f s", self._engine.path, key, self.target.url, n, delay, exc_info=exc)
 
     def _reclaim(self) -> None:
         """Delete the journal files whose live data is all in tier 2 now (invariant 7)."""
@@ -252,7 +293,15 @@ class Tierer:
         now_ns = time.time_ns()
         pressed = until is None and e.budget is not None and e.budget.pressure()
         out = []
-        for st in self._streams():
+        streams = self._streams()
+        now = time.monotonic()
+        live = {st.key for st in streams}
+        for key in [k for k in self._failing if k not in live]:
+            del self._failing[key]  # deleted meanwhile
+        for st in streams:
+            failing = self._failing.get(st.key)
+            if until is None and failing is not None and failing.retry_at > now:
+                continue  # invariant 5: its backoff is not over
             for seg in list(st.segments.values()):
                 start = max(tiered.get(seg.uid, (0, None))[0], st.head.get(seg.segment_id, 0))
                 end = e.index.visible_length(seg, acked)
@@ -265,6 +314,8 @@ class Tierer:
                                            or self._aged(seg, start, now_ns))
                 if due:
                     out.append(_Work(st, seg, self._file_end(st, seg, start, end)))
+            if failing is not None and until is None and not any(w.st is st for w in out):
+                del self._failing[st.key]  # nothing left to copy (truncated meanwhile)
         return out
 
     def _aged(self, seg: "Segment", start: int, now_ns: int) -> bool:
@@ -345,13 +396,18 @@ class Tierer:
                     oldest = ns if oldest is None else min(oldest, ns)
         budget = e.budget
         blocked = budget is not None and budget.blocked()
+        failing = list(self._failing.values())
+        failures = max([self._failures] + [f.failures for f in failing])
+        last_error = self._last_error
+        if last_error is None and failing:
+            last_error = max(failing, key=lambda f: f.retry_at).error
         state = ("stopped" if self._stop.is_set() else "blocked" if blocked
-                 else "retrying" if self._failures else "ok")
+                 else "retrying" if failures else "ok")
         return TieringStatus(
             target=self.target.url, state=state, tiered_bytes=tiered, untiered_bytes=untiered,
             files=files, file_bytes=size,
             lag_seconds=0.0 if oldest is None else max(0.0, (now_ns - oldest) / 1e9),
-            last_error=self._last_error, failures=self._failures,
+            last_error=last_error, failures=failures,
             pending_deletions=len(meta.tier2_deletions()),
             local_bytes=_local_bytes(e), local_budget=None if budget is None else budget.limit)
 

@@ -251,3 +251,41 @@ def test_a_manifest_whose_publication_failed_is_published_by_the_next_round(tmp_
         m = latest_manifest(Tier2Target(str(root)), "iot", "s")
         assert m is not None and m.version == 1 and m.files[0].events == 50
         assert store._engine.meta.manifest_versions("iot/s") == (1, 1)
+
+
+def test_a_stream_that_cannot_be_tiered_does_not_hold_up_the_others(tmp_path):
+    """Copies of scope ``bad`` fail (its tier-2 folder name is taken by a file) while scope
+    ``iot`` keeps going to tier 2 by itself; the status says which stream fails; once the
+    obstacle goes, the failing stream drains too, with nothing lost or duplicated."""
+    root = tmp_path / "data" / "tier2"
+    root.mkdir(parents=True)
+    blocker = root / "scope=bad"
+    blocker.write_bytes(b"not a folder")
+    with pe.open(tmp_path / "data", durability="none", tier2_file_age=0.1) as store:
+        for scope in ("bad", "iot"):
+            store.create_scope(scope)
+            store.create_stream(scope, "s")
+        bad_events = [b"b%d" % i for i in range(300)]
+        with store.create_writer("bad", "s") as w:
+            for ev in bad_events:
+                w.write_event(ev)
+        st = wait_until(lambda: (s := store.tiering_status()).failures >= 3 and s, 120,
+                        "the bad stream failing again and again")
+        assert st.state == "retrying" and st.last_error.startswith("bad/s:"), st
+        # the good stream is tiered meanwhile, batch after batch, without a flush_tier2
+        good = []
+        for batch in range(3):
+            evs = [b"g%d-%d" % (batch, i) for i in range(200)]
+            write(store, "s", evs)
+            good += evs
+            wait_until(lambda: list(root.glob("scope=iot/**/*.parquet"))
+                       and len(events_in(root, "iot", "s")) == len(good), 120,
+                       f"batch {batch} of the good stream in tier 2")
+        assert store.tiering_status().state == "retrying"
+        assert not list((root).glob("scope=bad/**/*.parquet")) and blocker.is_file()
+        blocker.unlink()
+        st = wait_until(lambda: (s := store.tiering_status()).untiered_bytes == 0
+                        and s.state == "ok" and s, 120, "the bad stream drained")
+        assert st.last_error is None and st.failures == 0
+    assert sorted(events_in(root, "iot", "s")) == sorted(good)
+    assert sorted(events_in(root, "bad", "s")) == sorted(bad_events)
