@@ -22,19 +22,23 @@ Invariants:
      ``recover`` as a started copy) and the error reaches the caller. Once the transaction
      recording the file has been attempted the file is never deleted by the copy: a failure
      there (a failed sync after the commit) leaves the started copy to the next copy or open.
+  5. ``claim_root`` runs before ``recover``: a root owned by another store (layout invariant
+     5) is refused before anything is written or deleted there.
 
 Thread-safety: one copy at a time per store (``lock``); ``recover`` runs before any copy.
 """
 
 from __future__ import annotations
 
+import json
 import logging
 import threading
 import time
 from typing import TYPE_CHECKING
 
-from .layout import file_name, manifest_dir, parse_manifest_name, segment_dir
-from ..errors import AlreadyExistsError, CorruptDataError, StreamNotFoundError
+from ..errors import AlreadyExistsError, CorruptDataError, InvalidConfigurationError, StreamNotFoundError
+from .layout import (LAYOUT_VERSION, OWNER_NAME, file_name, manifest_dir, parse_manifest_name,
+                     segment_dir)
 from .manifest import Manifest, SegmentNode, TieredFile, latest_manifest, publish_manifest
 from .parquetfile import verify_segment_file, write_segment_file
 from .rows import segment_rows
@@ -48,6 +52,7 @@ if TYPE_CHECKING:
 __all__ = ["Copier"]
 
 LOG = logging.getLogger("pravega_embedded.tiering")
+MAX_OWNER_BYTES = 64 << 10  # the owner file is a few hundred bytes; anything larger is not ours
 
 
 class Copier:
@@ -166,6 +171,41 @@ class Copier:
                 raise
             LOG.info("tier-2 manifest %d of %s was published before a crash", version, st.key)
         self._engine.meta.manifest_published(st.key, version)
+
+    # ------------------------------------------------------------------ the root's owner
+    def claim_root(self) -> None:
+        """Make sure this store owns the tier-2 root (layout invariant 5): write the owner file
+        if there is none (exclusively: of two stores claiming at once one wins), else check it
+        names this store. Another store's root is InvalidConfigurationError: two stores tiering
+        to one root would overwrite and delete each other's streams."""
+        e = self._engine
+        store_id = e.meta.store_id() or ""
+        mine = json.dumps({"format": LAYOUT_VERSION, "store_id": store_id, "store_path": e.path},
+                          sort_keys=True).encode()
+        for _ in range(2):
+            data = self.target.read(OWNER_NAME, MAX_OWNER_BYTES)
+            if data is None:
+                try:
+                    self.target.put(OWNER_NAME, mine, exclusive=True)
+                    return
+                except AlreadyExistsError:
+                    continue  # another store claimed it meanwhile: read whose it is
+            try:
+                owner = json.loads(data)
+                theirs, where = str(owner["store_id"]), str(owner.get("store_path", "?"))
+            except (ValueError, KeyError, TypeError) as exc:
+                raise CorruptDataError(f"tier-2 owner file {self.target.where(OWNER_NAME)} is "
+                                       f"damaged ({exc}): restore it or delete it") from exc
+            if theirs != store_id:
+                raise InvalidConfigurationError(
+                    f"tier-2 root {self.target.url} belongs to another store (id {theirs}, at "
+                    f"{where}; this is {store_id} at {e.path}): two stores must not share a "
+                    "tier-2 root, as each would overwrite and delete the other's streams; give "
+                    f"this store its own tier2=..., or delete {OWNER_NAME} there if that store "
+                    "and its tier-2 data are gone")
+            return
+        raise CorruptDataError(f"tier-2 owner file {self.target.where(OWNER_NAME)} could neither "
+                               "be written nor read")
 
     # ------------------------------------------------------------------ after a crash
     def recover(self) -> None:

@@ -17,6 +17,9 @@ Invariants:
   4. Scope and stream names are valid names (``names``): letters, digits, ``.`` and ``-``,
      never ``.`` or ``..`` alone, never a leading ``.``, ``-`` or ``_``; with no ``/`` or ``=``
      no path built here leaves the tier-2 root.
+  5. The root's owner file ``OWNER_NAME`` (JSON: format, the store's id and path) names the one
+     store that tiers to that root; its name starts with ``_`` and ends in ``.json``, so no
+     engine reads it as data.
 
 Thread-safety: pure functions and immutable constants.
 """
@@ -48,6 +51,7 @@ __all__ = [
     "manifest_dir",
     "manifest_name",
     "parse_manifest_name",
+    "OWNER_NAME",
 ]
 
 LAYOUT_VERSION = 1  # the version of this layout and of the manifest format (docs/format.md)
@@ -57,6 +61,7 @@ ROW_GROUP_ROWS = 128 * 1024  # at most this many rows per Parquet row group ...
 ROW_GROUP_BYTES = 16 << 20  # ... and about this many bytes of events: offset-range reads skip the
                             # others, and a cold read of one event loads one group
 COMPRESSION = "zstd"
+OWNER_NAME = "_pravega_embedded_store.json"  # at the root: which store tiers there (invariant 5)
 PARQUET_METADATA_KEY = b"pravega_embedded.tier2"  # key-value metadata: JSON of the file's range
 
 SCHEMA = pa.schema(

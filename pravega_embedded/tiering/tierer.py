@@ -6,7 +6,8 @@ deleted streams, retrying with backoff while tier 2 fails, ``store.flush_tier2``
 ``store.tiering_status`` (``TieringStatus``).
 
 Invariants:
-  1. The copier's ``recover`` runs, and succeeds, before any copy or deletion of this open.
+  1. The copier's ``claim_root`` and ``recover`` run, and succeed, before any copy or deletion
+     of this open.
   2. The tier-2 folder of a deleted stream is deleted before any copy of a round; no copy of a
      re-created stream of that name starts while it is pending (metadata refuses it).
   3. A file covers at most ``file_bytes`` of segment data, unless a single event is larger (a
@@ -215,6 +216,7 @@ class Tierer:
         segment up to the offset given, as ``flush`` asks) until nothing is."""
         with self._round_lock:
             if not self._recovered:
+                self.copier.claim_root()  # another store's root: nothing is touched there
                 self.copier.recover()  # invariant 1
                 self._recovered = True
             self._delete_streams()  # invariant 2

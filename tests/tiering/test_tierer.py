@@ -15,7 +15,7 @@ import pyarrow.dataset as ds
 import pytest
 
 import pravega_embedded as pe
-from pravega_embedded.errors import InvalidConfigurationError, TieringTimeoutError
+from pravega_embedded.errors import CorruptDataError, InvalidConfigurationError, TieringTimeoutError
 from pravega_embedded.tiering.layout import parse_file_name
 from pravega_embedded.tiering.manifest import latest_manifest
 from pravega_embedded.tiering.target import Tier2Target
@@ -289,3 +289,38 @@ def test_a_stream_that_cannot_be_tiered_does_not_hold_up_the_others(tmp_path):
         assert st.last_error is None and st.failures == 0
     assert sorted(events_in(root, "iot", "s")) == sorted(good)
     assert sorted(events_in(root, "bad", "s")) == sorted(bad_events)
+
+
+def test_two_stores_cannot_share_a_tier2_root(tmp_path):
+    """The first store to tier to a root owns it (``_pravega_embedded_store.json``); a second
+    store pointed at it is refused before it writes or deletes anything there (it would
+    overwrite and, deleting a stream of the same name, delete the first store's data), and says
+    so in flush_tier2 and in its status; the owner goes on, and reopens, as before."""
+    from pravega_embedded.tiering.layout import OWNER_NAME
+
+    root = tmp_path / "shared"
+    with pe.open(tmp_path / "a", durability="none", tier2=str(root)) as a:
+        make(a, "s")
+        write(a, "s", [b"a%d" % i for i in range(100)])
+        a.flush_tier2()
+        owner = (root / OWNER_NAME).read_bytes()
+        with pe.open(tmp_path / "b", durability="none", tier2=str(root), tier2_file_age=0.1) as b:
+            make(b, "s")
+            write(b, "s", [b"b%d" % i for i in range(100)])
+            b.delete_stream("iot", "s")
+            make(b, "s")
+            with pytest.raises(InvalidConfigurationError, match="belongs to another store"):
+                b.flush_tier2()
+            st = wait_until(lambda: (s := b.tiering_status()).last_error and s, 60, "b's status")
+            assert st.state == "retrying" and "belongs to another store" in st.last_error
+        assert sorted(events_in(root, "iot", "s")) == sorted(b"a%d" % i for i in range(100))
+        write(a, "s", [b"more"])
+        a.flush_tier2()
+    assert (root / OWNER_NAME).read_bytes() == owner
+    with pe.open(tmp_path / "a", durability="none", tier2=str(root)) as a:
+        a.flush_tier2()
+    assert len(events_in(root, "iot", "s")) == 101
+    (root / OWNER_NAME).write_bytes(b"{not json")
+    with pe.open(tmp_path / "a", durability="none", tier2=str(root)) as a:
+        with pytest.raises(CorruptDataError, match="owner file .* is damaged"):
+            a.flush_tier2()
