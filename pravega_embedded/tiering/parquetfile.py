@@ -98,25 +98,26 @@ def write_segment_file(target: Tier2Target, scope: str, stream: str, segment_id:
     manifest entry. A row group is encoded in a helper thread while the next is produced."""
     name = file_name(rows.first, rows.end)  # checks the range
     rel = f"{segment_dir(scope, stream, segment_id)}/{name}"
-    what = f"tier-2 file {target.where(rel)}"
-    sink = pa.BufferOutputStream()
-    writer = pq.ParquetWriter(sink, SCHEMA, compression=COMPRESSION, write_statistics=True,
-                              write_page_checksum=True)
-    count = _Count(rows.first, rows.end, what)
-    try:
-        _write_groups(writer, rows.groups, count)
-        count.check()
-        meta = {"format": LAYOUT_VERSION, "scope": scope, "stream": stream, "segment": segment_id,
-                "first": rows.first, "end": rows.end, "events": count.events}
-        writer.add_key_value_metadata({PARQUET_METADATA_KEY: json.dumps(meta, sort_keys=True)})
-    finally:
-        writer.close()
-    data = sink.getvalue()
-    tf = TieredFile(segment_id, rows.first, rows.end, count.events, data.size, count.lo, count.hi)
+    count = _Count(rows.first, rows.end, f"tier-2 file {target.where(rel)}")
+
+    def write(sink: pa.NativeFile) -> None:
+        writer = pq.ParquetWriter(sink, SCHEMA, compression=COMPRESSION, write_statistics=True,
+                                  write_page_checksum=True)
+        try:
+            _write_groups(writer, rows.groups, count)
+            count.check()
+            meta = {"format": LAYOUT_VERSION, "scope": scope, "stream": stream,
+                    "segment": segment_id, "first": rows.first, "end": rows.end,
+                    "events": count.events}
+            writer.add_key_value_metadata({PARQUET_METADATA_KEY: json.dumps(meta, sort_keys=True)})
+        finally:
+            writer.close()
+
     # exclusive: a file of that name in tier 2 is not ours to replace (a crashed copy's file is
-    # deleted before its range is copied again, copier invariant 2)
-    target.put(rel, data, exclusive=True)
-    return tf
+    # deleted before its range is copied again, copier invariant 2); on a local folder the row
+    # groups go straight to the staged file as they are encoded
+    size = target.put_streamed(rel, write, exclusive=True)
+    return TieredFile(segment_id, rows.first, rows.end, count.events, size, count.lo, count.hi)
 
 
 def _write_groups(writer: pq.ParquetWriter, groups: Iterable[pa.Table], count: "_Count") -> None:

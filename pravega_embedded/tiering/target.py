@@ -10,6 +10,9 @@ Invariants:
      ``pipe_file`` (a single PUT on S3). With ``exclusive``, an
      existing file is not replaced (AlreadyExistsError instead): atomically on a local folder
      (a hard link), by a look before the PUT elsewhere (one owner writes a tier-2 root).
+     ``put_streamed`` is the same for a file written piece by piece: on a local folder the
+     pieces go straight to the staged file (never all in memory), elsewhere into one buffer
+     and one PUT; a failure while writing leaves nothing behind.
   2. Every path handed in is relative to the root and made of layout's names: no ``..``, no
      leading ``/``; ``_rel`` refuses anything else, so nothing is read or written outside it.
   3. A read never allocates more than its ``max_bytes``: the size is asked first.
@@ -24,14 +27,16 @@ from __future__ import annotations
 
 import errno
 import os
-from collections.abc import Mapping
+from collections.abc import Callable, Iterator, Mapping
+from contextlib import contextmanager
 from typing import Any
 
 import fsspec
 import pyarrow as pa
 from fsspec.implementations.local import LocalFileSystem
 
-from ..errors import AlreadyExistsError, CorruptDataError, InvalidConfigurationError, tier2_error
+from ..errors import (AlreadyExistsError, CorruptDataError, InvalidConfigurationError,
+                      PravegaEmbeddedError, tier2_error)
 from .layout import stage_name
 
 __all__ = ["Tier2Target"]
@@ -108,13 +113,48 @@ class Tier2Target:
         except Exception as exc:  # noqa: BLE001 - every file-system failure is translated here
             raise tier2_error(exc, "write a tier-2 file", url=self.where(rel)) from exc
 
-    @staticmethod
-    def _put_local(path: str, data: "bytes | pa.Buffer", exclusive: bool) -> None:
+    def put_streamed(self, rel: str, write: Callable[[pa.NativeFile], None], *,
+                     exclusive: bool = False) -> int:
+        """Publish at ``rel``, complete or not at all (invariant 1), what ``write(sink)`` writes
+        into ``sink``; returns its size. An error ``write`` raises is raised as it is, but an
+        OSError of the file system's (ENOSPC, EIO) becomes a StorageError."""
+        path = self._rel(rel)
+        try:
+            if not self.local:
+                sink = pa.BufferOutputStream()
+                write(sink)
+                data = sink.getvalue()
+                self.put(rel, data, exclusive=exclusive)
+                return data.size
+            parent, final = os.path.split(path)
+            _makedirs_durable(parent)
+            tmp = os.path.join(parent, stage_name(final))
+            with _removed_on_error(tmp):
+                with pa.OSFile(tmp, "w") as sink:
+                    write(sink)
+                    size = sink.tell()
+                fd = os.open(tmp, os.O_RDONLY)
+                try:
+                    os.fsync(fd)
+                finally:
+                    os.close(fd)
+                self._publish_local(tmp, path, exclusive)
+            _fsync_dir(parent)
+            return size
+        except _Exists as exc:
+            raise AlreadyExistsError(f"tier-2 file {self.where(rel)} exists already") from exc
+        except PravegaEmbeddedError:
+            raise
+        except OSError as exc:  # the file system's (pyarrow's I/O errors are OSErrors too)
+            raise tier2_error(exc, "write a tier-2 file", url=self.where(rel)) from exc
+
+    @classmethod
+    def _put_local(cls, path: str, data: "bytes | pa.Buffer", exclusive: bool) -> None:
         parent, final = os.path.split(path)
         _makedirs_durable(parent)
         tmp = os.path.join(parent, stage_name(final))
         fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o644)
-        try:
+        with _removed_on_error(tmp):
             try:
                 view = memoryview(data)
                 while view:
@@ -122,21 +162,20 @@ class Tier2Target:
                 os.fsync(fd)
             finally:
                 os.close(fd)
-            if exclusive:
-                try:
-                    os.link(tmp, path)  # EEXIST instead of replacing
-                except FileExistsError as exc:
-                    raise _Exists(path) from exc
-                os.unlink(tmp)
-            else:
-                os.replace(tmp, path)
-        except BaseException:
-            try:
-                os.unlink(tmp)
-            except OSError:
-                pass
-            raise
+            cls._publish_local(tmp, path, exclusive)
         _fsync_dir(parent)
+
+    @staticmethod
+    def _publish_local(tmp: str, path: str, exclusive: bool) -> None:
+        """Move the fsynced staged file ``tmp`` to ``path`` (the caller fsyncs the folder)."""
+        if exclusive:
+            try:
+                os.link(tmp, path)  # EEXIST instead of replacing
+            except FileExistsError as exc:
+                raise _Exists(path) from exc
+            os.unlink(tmp)
+        else:
+            os.replace(tmp, path)
 
     def delete(self, rel: str) -> None:
         """Remove the file at ``rel``; a file already gone is not an error."""
@@ -195,6 +234,19 @@ class Tier2Target:
         if len(data) > max_bytes:  # it grew between the two calls
             raise CorruptDataError(f"tier-2 file {self.where(rel)} is larger than {max_bytes:,} bytes")
         return bytes(data)
+
+
+@contextmanager
+def _removed_on_error(tmp: str) -> Iterator[None]:
+    """Delete the staged file ``tmp`` if the block fails (invariant 1: nothing left behind)."""
+    try:
+        yield
+    except BaseException:
+        try:
+            os.unlink(tmp)
+        except OSError:
+            pass
+        raise
 
 
 def _fsync_dir(path: str) -> None:

@@ -220,6 +220,7 @@ def test_a_failed_copy_leaves_nothing_behind_and_says_why(tmp_path, monkeypatch)
         def unreachable(self, rel, data, *, exclusive=False):
             raise StorageError(5, "write a tier-2 file (s3://b/x): EndpointConnectionError")
         monkeypatch.setattr(Tier2Target, "put", unreachable)
+        monkeypatch.setattr(Tier2Target, "put_streamed", unreachable)
         with pytest.raises(StorageError, match="EndpointConnectionError"):
             _copy_all(store, copier, "ev")
         monkeypatch.undo()

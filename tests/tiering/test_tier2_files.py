@@ -100,6 +100,36 @@ def test_exclusive_put_never_replaces(target):
     assert target.list("m") == ["1.json"]
 
 
+def test_a_streamed_put_is_whole_or_nothing_and_failures_say_what(target):
+    """``put_streamed`` (the data files: row groups go to the staged file as they are encoded)
+    publishes what was written whole; an error of the writer is raised as it is, a file-system
+    error (ENOSPC, EIO) as a StorageError; either leaves nothing behind, staged or published,
+    and an exclusive put never replaces a file."""
+    def pieces(sink):
+        for i in range(5):
+            sink.write(b"%d" % i * 100_000)
+
+    assert target.put_streamed("a/f.bin", pieces, exclusive=True) == 500_000
+    assert target.read("a/f.bin", 1 << 20) == b"".join(b"%d" % i * 100_000 for i in range(5))
+
+    def full(sink):
+        sink.write(b"x" * 1000)
+        raise OSError(errno.ENOSPC, "No space left on device")
+    with pytest.raises(StorageError, match="No space left") as err:
+        target.put_streamed("a/g.bin", full)
+    assert err.value.errno == errno.ENOSPC
+
+    def damaged(sink):
+        sink.write(b"x" * 1000)
+        raise CorruptDataError("a damaged frame")
+    with pytest.raises(CorruptDataError, match="damaged frame"):
+        target.put_streamed("a/h.bin", damaged)
+    with pytest.raises(AlreadyExistsError):
+        target.put_streamed("a/f.bin", lambda sink: sink.write(b"other"), exclusive=True)
+    assert target.list("a") == ["f.bin"]  # nothing staged or partial left
+    assert target.read("a/f.bin", 1 << 20)[:1] == b"0"
+
+
 @pytest.mark.parametrize("rel", ["", "/etc/passwd", "../x", "a/../../x", "a//b", "./a"])
 def test_paths_outside_the_root_are_refused(target, rel):
     with pytest.raises(InvalidConfigurationError):
