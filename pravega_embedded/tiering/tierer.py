@@ -32,6 +32,10 @@ Invariants:
   8. Every round first applies each stream's head to its tier-2 files (``trimmer``): files
      before it leave the manifest and are deleted after ``delete_grace``; a file straddling it
      is rewritten from it on.
+  9. The background thread (and the Parquet encoder threads it starts) runs at a lower CPU
+     priority (nice ``BACKGROUND_NICE`` on Linux), so on a busy machine ingest and readers come
+     first; it catches up when they pause, and the local budget holds writers back when it
+     cannot (``flush`` runs at the caller's priority).
 
 Thread-safety: rounds run one at a time (``_round_lock``): the thread and ``flush`` callers take
 turns. Lock order: ``_round_lock``, then the copier's lock, then the engine's locks.
@@ -42,6 +46,7 @@ from __future__ import annotations
 import html
 import logging
 import os
+import sys
 import threading
 import time
 from dataclasses import dataclass
@@ -73,6 +78,7 @@ LOG = logging.getLogger("pravega_embedded.tiering")
 RETRY_MIN_S = 0.5
 RETRY_MAX_S = 30.0
 RETRY_BLOCKED_S = 1.0  # the backoff's cap while writers wait for the local budget
+BACKGROUND_NICE = 10  # the tiering thread's nice value on Linux (invariant 9)
 
 
 @dataclass(frozen=True, slots=True)
@@ -160,6 +166,7 @@ class Tierer:
 
     def _loop(self) -> None:
         self._engine.latch.quiet()
+        _lower_priority()  # invariant 9
         delay = 0.0
         e = self._engine
         while True:
@@ -412,6 +419,19 @@ class Tierer:
             last_error=last_error, failures=failures,
             pending_deletions=len(meta.tier2_deletions()),
             local_bytes=_local_bytes(e), local_budget=None if budget is None else budget.limit)
+
+
+def _lower_priority() -> None:
+    """Invariant 9: run the calling thread (and the helper threads it starts, which inherit it)
+    at ``BACKGROUND_NICE`` on Linux, where a thread has a nice value of its own; elsewhere
+    setpriority would lower the whole process, so nothing is done."""
+    if not sys.platform.startswith("linux"):
+        return
+    try:
+        tid = threading.get_native_id()
+        os.setpriority(os.PRIO_PROCESS, tid, max(os.getpriority(os.PRIO_PROCESS, tid), BACKGROUND_NICE))
+    except OSError as exc:  # e.g. a sandbox refusing it: tiering works as before
+        LOG.debug("could not lower the tiering thread's priority: %s", exc)
 
 
 def _local_bytes(e: "Engine") -> int:

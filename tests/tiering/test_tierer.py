@@ -324,3 +324,23 @@ def test_two_stores_cannot_share_a_tier2_root(tmp_path):
     with pe.open(tmp_path / "a", durability="none", tier2=str(root)) as a:
         with pytest.raises(CorruptDataError, match="owner file .* is damaged"):
             a.flush_tier2()
+
+
+@pytest.mark.skipif(not __import__("sys").platform.startswith("linux"), reason="per-thread nice is Linux's")
+def test_the_tiering_thread_runs_below_the_writers_priority(tmp_path):
+    """Background tiering must not take the CPU from ingest on a busy machine: its thread runs
+    at nice 10 (and the encoder threads it starts inherit that), the caller's threads are left
+    as they were."""
+    import threading
+
+    before = os.getpriority(os.PRIO_PROCESS, threading.get_native_id())
+    with pe.open(tmp_path / "data", durability="none", tier2_file_age=0.1) as store:
+        make(store, "s")
+        write(store, "s", [b"x%d" % i for i in range(100)])
+        (tid,) = wait_until(lambda: [t.native_id for t in threading.enumerate()
+                                     if t.name == "pe-tiering" and t.native_id], 30, "the tiering thread")
+        wait_until(lambda: os.getpriority(os.PRIO_PROCESS, tid) != before or before >= 10, 30,
+                   "the tiering thread lowering its priority")
+        assert os.getpriority(os.PRIO_PROCESS, tid) == max(before, 10)
+        assert os.getpriority(os.PRIO_PROCESS, threading.get_native_id()) == before
+        wait_until(lambda: store.tiering_status().untiered_bytes == 0, 60, "the data tiered")
