@@ -203,7 +203,10 @@ def test_history_from_a_head_inside_a_section_reads_back_after_reclaim(tmp_path)
         assert table.column("event").to_pylist() == [e.event for e in evs[1027:]]
 
 
-def test_a_forged_file_whose_rows_cannot_be_events_is_corrupt_data(tmp_path):
+def forged_store(tmp_path, change) -> Path:
+    """A store whose history is only in tier 2, with its first data file rewritten (as a
+    valid Parquet file of the layout, so only the rows' content is wrong) after ``change(keys,
+    events)`` edited its rows' keys and payloads in place."""
     import pyarrow.parquet as pq
 
     from pravega_embedded.tiering.parquetfile import SegmentRows, write_segment_file
@@ -215,14 +218,20 @@ def test_a_forged_file_whose_rows_cannot_be_events_is_corrupt_data(tmp_path):
         tier_and_reclaim(store, path)
     victim = sorted((path / "tier2").rglob("*.parquet"))[0]
     t = pq.read_table(victim)
-    keys = t.column("routing_key").to_pylist()
-    keys[0] = "x" * 70_000  # longer than a frame's u16 key length
-    meta = victim.parent.name.split("=")[1]
-    first, end = (int(x) for x in victim.stem.split("-"))
-    rows = SegmentRows.from_lists(t.column("offset").to_pylist(), keys, t.column("event").to_pylist(),
-                       [int(x.timestamp() * 1e6) for x in t.column("write_time").to_pylist()], end)
+    keys, events = t.column("routing_key").to_pylist(), t.column("event").to_pylist()
+    change(keys, events)
+    end = int(victim.stem.split("-")[1])
+    rows = SegmentRows.from_lists(t.column("offset").to_pylist(), keys, events,
+                                  [int(x.timestamp() * 1e6) for x in t.column("write_time").to_pylist()], end)
     victim.unlink()
-    write_segment_file(Tier2Target(str(path / "tier2")), "iot", "s", int(meta), rows)
+    write_segment_file(Tier2Target(str(path / "tier2")), "iot", "s", int(victim.parent.name.split("=")[1]), rows)
+    return path
+
+
+def test_a_forged_file_whose_rows_cannot_be_events_is_corrupt_data(tmp_path):
+    def long_key(keys, events):
+        keys[0] = "x" * 70_000  # longer than a frame's u16 key length
+    path = forged_store(tmp_path, long_key)
     with pe.open(path, durability="none") as store:
         with pytest.raises(CorruptDataError, match="not events of this store|do not cover"):
             read_all(store)
@@ -293,26 +302,12 @@ def test_slices_of_reclaimed_history_to_arrow_come_straight_from_the_parquet_col
             assert slices[k].to_arrow().equals(table), k
 
 
-def test_a_forged_file_with_a_gap_between_rows_fails_to_arrow_with_corrupt_data(tmp_path):
-    import pyarrow.parquet as pq
-
-    from pravega_embedded.tiering.parquetfile import SegmentRows, write_segment_file
-    from pravega_embedded.tiering.target import Tier2Target
-
-    path = tmp_path / "data"
-    with pe.open(path, durability="none", roll_bytes=MiB, tier2_file_bytes=MiB) as store:
-        fill(store, n=3000)
-        tier_and_reclaim(store, path)
-    victim = sorted((path / "tier2").rglob("*.parquet"))[0]
-    t = pq.read_table(victim)
-    events = t.column("event").to_pylist()
-    events[5] = events[5][:-1]  # one byte short: the next row no longer starts where it ends
-    first, end = (int(x) for x in victim.stem.split("-"))
-    rows = SegmentRows.from_lists(t.column("offset").to_pylist(), t.column("routing_key").to_pylist(),
-                                  events, [int(x.timestamp() * 1e6) for x in t.column("write_time").to_pylist()],
-                                  end)
-    victim.unlink()
-    write_segment_file(Tier2Target(str(path / "tier2")), "iot", "s", int(victim.parent.name.split("=")[1]), rows)
+def test_a_forged_file_with_a_gap_between_rows_is_corrupt_data_for_slices_and_readers(tmp_path):
+    def gap(keys, events):
+        events[5] = events[5][:-1]  # one byte short: the next row no longer starts where it ends
+    path = forged_store(tmp_path, gap)
     with pe.open(path, durability="none") as store:
         with pytest.raises(CorruptDataError, match="do not cover"):
             store.read_slice("iot", "s").to_arrow()
+        with pytest.raises(CorruptDataError, match="do not cover"):
+            read_all(store)  # the reader's path: frames rebuilt in C, which checks the offsets
