@@ -21,9 +21,10 @@ Invariants:
      with the traceback), kept as the status's last error, and tried again after a backoff
      doubling from ``RETRY_MIN_S`` to ``RETRY_MAX_S`` (at most ``RETRY_BLOCKED_S`` while
      writers wait for the local budget); nothing is skipped meanwhile. A failed copy backs off
-     its own stream only: the round goes on with the other streams, and the tierer's
-     background rounds leave that stream out until its backoff ends (``flush`` does not wait
-     for it), so one stream that cannot be tiered does not hold up the others.
+     its own segment only: the round goes on with the other segments, and the tierer's
+     background rounds leave that segment out until its backoff ends (``flush`` does not wait
+     for it), so one stream that cannot be tiered does not hold up the others. Its failure
+     stays in the status until it is copied or has nothing left to copy.
   6. ``close`` stops the thread after the copy in progress; no round starts after it, and once
      the fail-stop latch has tripped no round starts either.
   7. After a round that copied, the journal files whose every live record is tiered or
@@ -32,10 +33,13 @@ Invariants:
   8. Every round first applies each stream's head to its tier-2 files (``trimmer``): files
      before it leave the manifest and are deleted after ``delete_grace``; a file straddling it
      is rewritten from it on.
-  9. The background thread (and the Parquet encoder threads it starts) runs at a lower CPU
-     priority (nice ``BACKGROUND_NICE`` on Linux), so on a busy machine ingest and readers come
-     first; it catches up when they pause, and the local budget holds writers back when it
-     cannot (``flush`` runs at the caller's priority).
+  9. The copies of background rounds run in one copy thread at a lower CPU priority (nice
+     ``BACKGROUND_NICE`` on Linux; the encoder threads it starts inherit it), so on
+     a busy machine ingest and readers come first; tiering catches up when they pause, and
+     the local budget holds writers back when it cannot. Only copies run there (journal reads,
+     Parquet encoding, the footer check, LMDB, the manifest): nothing that starts pyarrow's
+     shared thread pools, whose threads would keep the nice value for the whole process.
+     ``flush`` copies at the caller's priority.
 
 Thread-safety: rounds run one at a time (``_round_lock``): the thread and ``flush`` callers take
 turns. Lock order: ``_round_lock``, then the copier's lock, then the engine's locks.
@@ -49,6 +53,7 @@ import os
 import sys
 import threading
 import time
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
@@ -68,6 +73,7 @@ from .trimmer import Trimmer
 
 if TYPE_CHECKING:
     from ..engine import Engine
+    from .manifest import TieredFile
     from ..segment import Segment
     from ..stream import StreamState
 
@@ -78,7 +84,7 @@ LOG = logging.getLogger("pravega_embedded.tiering")
 RETRY_MIN_S = 0.5
 RETRY_MAX_S = 30.0
 RETRY_BLOCKED_S = 1.0  # the backoff's cap while writers wait for the local budget
-BACKGROUND_NICE = 10  # the tiering thread's nice value on Linux (invariant 9)
+BACKGROUND_NICE = 10  # the nice value of the background copy thread on Linux (invariant 9)
 
 
 @dataclass(frozen=True, slots=True)
@@ -112,12 +118,18 @@ class TieringStatus:
 
 @dataclass(slots=True)
 class _Failing:
-    """A stream whose last copy failed (invariant 5): not copied again by a background round
-    before ``retry_at`` (monotonic seconds)."""
+    """A segment whose last copy failed (invariant 5): not copied again by a background round
+    before ``retry_at``, or ``RETRY_BLOCKED_S`` after ``since`` while writers wait for the
+    local budget (monotonic seconds)."""
 
     failures: int
+    since: float
     retry_at: float
     error: str
+
+    def waits(self, now: float, blocked: bool) -> bool:
+        """Whether its backoff is not over at ``now``."""
+        return now < (min(self.retry_at, self.since + RETRY_BLOCKED_S) if blocked else self.retry_at)
 
 
 @dataclass(frozen=True, slots=True)
@@ -145,7 +157,8 @@ class Tierer:
         self._wake = threading.Event()  # set by close and by writers waiting for the budget
         self._failures = 0
         self._last_error: str | None = None
-        self._failing: dict[str, _Failing] = {}  # stream key -> its backoff (invariant 5)
+        self._failing: dict[int, _Failing] = {}  # segment uid -> its backoff (invariant 5)
+        self._copy_pool: ThreadPoolExecutor | None = None  # background copies (invariant 9)
         self._thread = threading.Thread(target=self._loop, name="pe-tiering", daemon=True)
 
     # ------------------------------------------------------------------ life cycle
@@ -162,11 +175,12 @@ class Tierer:
         self._wake.set()
         if self._thread.is_alive() and self._thread is not threading.current_thread():
             self._thread.join()
+        if self._copy_pool is not None:
+            self._copy_pool.shutdown(wait=True)
         self.cold.close()
 
     def _loop(self) -> None:
         self._engine.latch.quiet()
-        _lower_priority()  # invariant 9
         delay = 0.0
         e = self._engine
         while True:
@@ -187,7 +201,7 @@ class Tierer:
                 self._failures = 0
                 self._last_error = None
                 delay = self.options.interval
-                if self._failing:  # wake for the first stream whose backoff ends
+                if self._failing:  # wake for the first segment whose backoff ends
                     first = min(f.retry_at for f in list(self._failing.values()))
                     delay = max(0.0, min(delay, first - time.monotonic()))
 
@@ -233,22 +247,22 @@ class Tierer:
                 self.trimmer.trim(st)
             self.trimmer.sweep()
             pending = 0  # copies since the last reclaim
-            failed: dict[str, BaseException] = {}  # this round's failed streams (invariant 5)
+            failed: dict[int, BaseException] = {}  # this round's failed segments (invariant 5)
             try:
                 while True:
                     copied = 0
                     for w in self._due(until):
                         if until is None and self._stop.is_set():
                             return
-                        if w.st.key in failed:
+                        if w.seg.uid in failed:
                             continue
                         try:
-                            done = self.copier.copy(w.st, w.seg, w.end)
+                            done = self._copy(w, background=until is None)
                         except Exception as exc:  # noqa: BLE001 - invariant 5: kept, retried
-                            failed[w.st.key] = exc
-                            self._stream_failed(w.st.key, exc)
+                            failed[w.seg.uid] = exc
+                            self._copy_failed(w, exc)
                             continue
-                        self._failing.pop(w.st.key, None)
+                        self._failing.pop(w.seg.uid, None)
                         if done is not None:
                             copied += 1
                             pending += 1
@@ -262,17 +276,27 @@ class Tierer:
             if failed and until is not None:
                 raise next(iter(failed.values()))  # flush: everything or its retry/timeout
 
-    def _stream_failed(self, key: str, exc: BaseException) -> None:
-        """Invariant 5: back off stream ``key`` after a failed copy."""
-        prev = self._failing.get(key)
+    def _copy(self, w: _Work, *, background: bool) -> "TieredFile | None":
+        """Make copy ``w``: a background round's in the copy thread, which runs at a lower CPU
+        priority (invariant 9), a flush's in the caller's thread."""
+        if not background:
+            return self.copier.copy(w.st, w.seg, w.end)
+        if self._copy_pool is None:
+            self._copy_pool = ThreadPoolExecutor(1, thread_name_prefix="pe-tier-copy",
+                                                 initializer=_lower_priority)
+        return self._copy_pool.submit(self.copier.copy, w.st, w.seg, w.end).result()
+
+    def _copy_failed(self, w: _Work, exc: BaseException) -> None:
+        """Invariant 5: back off ``w``'s segment after its copy failed."""
+        prev = self._failing.get(w.seg.uid)
         n = 1 if prev is None else prev.failures + 1
         delay = min(RETRY_MAX_S, RETRY_MIN_S * 2 ** min(n - 1, 16))
-        budget = self._engine.budget
-        if budget is not None and budget.blocked():
-            delay = min(delay, RETRY_BLOCKED_S)  # ingest waits: look again soon
-        self._failing[key] = _Failing(n, time.monotonic() + delay, f"{key}: {type(exc).__name__}: {exc}")
-        LOG.warning("store %s: tiering stream %s to %s failed (%d in a row); trying it again in "
-                    "%.1f s", self._engine.path, key, self.target.url, n, delay, exc_info=exc)
+        now = time.monotonic()
+        what = f"{w.st.key} segment {w.seg.segment_id}"
+        self._failing[w.seg.uid] = _Failing(n, now, now + delay, f"{what}: {type(exc).__name__}: {exc}")
+        LOG.warning("store %s: tiering %s to %s failed (%d in a row); trying it again in %.1f s "
+                    "(%.1f s while writers wait for the local budget)", self._engine.path, what,
+                    self.target.url, n, delay, min(delay, RETRY_BLOCKED_S), exc_info=exc)
 
     def _reclaim(self) -> None:
         """Delete the journal files whose live data is all in tier 2 now (invariant 7)."""
@@ -301,19 +325,19 @@ class Tierer:
         acked = e.journal.acked()
         now_ns = time.time_ns()
         pressed = until is None and e.budget is not None and e.budget.pressure()
+        blocked = e.budget is not None and e.budget.blocked()
         out = []
-        streams = self._streams()
         now = time.monotonic()
-        live = {st.key for st in streams}
-        for key in [k for k in self._failing if k not in live]:
-            del self._failing[key]  # deleted meanwhile
-        for st in streams:
-            failing = self._failing.get(st.key)
-            if until is None and failing is not None and failing.retry_at > now:
-                continue  # invariant 5: its backoff is not over
+        backlog = set()  # segments with committed data not in tier 2
+        for st in self._streams():
             for seg in list(st.segments.values()):
                 start = max(tiered.get(seg.uid, (0, None))[0], st.head.get(seg.segment_id, 0))
                 end = e.index.visible_length(seg, acked)
+                if end > start:
+                    backlog.add(seg.uid)
+                failing = self._failing.get(seg.uid)
+                if until is None and failing is not None and failing.waits(now, blocked):
+                    continue  # invariant 5: its backoff is not over
                 if until is not None:
                     end = min(end, until.get(seg.uid, 0))
                     due = end > start
@@ -323,8 +347,8 @@ class Tierer:
                                            or self._aged(seg, start, now_ns))
                 if due:
                     out.append(_Work(st, seg, self._file_end(st, seg, start, end)))
-            if failing is not None and until is None and not any(w.st is st for w in out):
-                del self._failing[st.key]  # nothing left to copy (truncated meanwhile)
+        for uid in [u for u in self._failing if u not in backlog]:
+            del self._failing[uid]  # nothing of it left to copy: truncated, deleted, scaled away
         return out
 
     def _aged(self, seg: "Segment", start: int, now_ns: int) -> bool:
@@ -422,16 +446,16 @@ class Tierer:
 
 
 def _lower_priority() -> None:
-    """Invariant 9: run the calling thread (and the helper threads it starts, which inherit it)
-    at ``BACKGROUND_NICE`` on Linux, where a thread has a nice value of its own; elsewhere
+    """Invariant 9: run the calling thread (and the threads it starts, which inherit it) at
+    ``BACKGROUND_NICE`` on Linux, where a thread has a nice value of its own; elsewhere
     setpriority would lower the whole process, so nothing is done."""
     if not sys.platform.startswith("linux"):
         return
     try:
         tid = threading.get_native_id()
         os.setpriority(os.PRIO_PROCESS, tid, max(os.getpriority(os.PRIO_PROCESS, tid), BACKGROUND_NICE))
-    except OSError as exc:  # e.g. a sandbox refusing it: tiering works as before
-        LOG.debug("could not lower the tiering thread's priority: %s", exc)
+    except OSError as exc:  # e.g. a sandbox refusing it: the copies work as before
+        LOG.debug("could not lower the tier-2 copy thread's priority: %s", exc)
 
 
 def _local_bytes(e: "Engine") -> int:

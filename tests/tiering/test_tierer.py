@@ -271,7 +271,7 @@ def test_a_stream_that_cannot_be_tiered_does_not_hold_up_the_others(tmp_path):
                 w.write_event(ev)
         st = wait_until(lambda: (s := store.tiering_status()).failures >= 3 and s, 120,
                         "the bad stream failing again and again")
-        assert st.state == "retrying" and st.last_error.startswith("bad/s:"), st
+        assert st.state == "retrying" and st.last_error.startswith("bad/s segment 0:"), st
         # the good stream is tiered meanwhile, batch after batch, without a flush_tier2
         good = []
         for batch in range(3):
@@ -327,20 +327,64 @@ def test_two_stores_cannot_share_a_tier2_root(tmp_path):
 
 
 @pytest.mark.skipif(not __import__("sys").platform.startswith("linux"), reason="per-thread nice is Linux's")
-def test_the_tiering_thread_runs_below_the_writers_priority(tmp_path):
-    """Background tiering must not take the CPU from ingest on a busy machine: its thread runs
-    at nice 10 (and the encoder threads it starts inherit that), the caller's threads are left
-    as they were."""
+def test_background_copies_run_below_the_writers_priority_and_flush_does_not(tmp_path, monkeypatch):
+    """Background tiering must not take the CPU from ingest on a busy machine: a background
+    round's copies (journal reads, Parquet encoding) run in a copy thread at nice 10, and the
+    encoder threads it starts inherit it; the tiering thread itself (which may start pyarrow's
+    shared pools, whose threads would keep its nice for the whole process) and a
+    flush_tier2's copies stay at the caller's priority."""
     import threading
 
+    from pravega_embedded.tiering import parquetfile
+
+    seen = []
+    real = parquetfile.write_segment_file
+
+    def spy(*a, **k):
+        tid = threading.get_native_id()
+        seen.append((threading.current_thread().name, os.getpriority(os.PRIO_PROCESS, tid)))
+        return real(*a, **k)
+    monkeypatch.setattr("pravega_embedded.tiering.copier.write_segment_file", spy)
     before = os.getpriority(os.PRIO_PROCESS, threading.get_native_id())
     with pe.open(tmp_path / "data", durability="none", tier2_file_age=0.1) as store:
         make(store, "s")
         write(store, "s", [b"x%d" % i for i in range(100)])
-        (tid,) = wait_until(lambda: [t.native_id for t in threading.enumerate()
-                                     if t.name == "pe-tiering" and t.native_id], 30, "the tiering thread")
-        wait_until(lambda: os.getpriority(os.PRIO_PROCESS, tid) != before or before >= 10, 30,
-                   "the tiering thread lowering its priority")
-        assert os.getpriority(os.PRIO_PROCESS, tid) == max(before, 10)
-        assert os.getpriority(os.PRIO_PROCESS, threading.get_native_id()) == before
         wait_until(lambda: store.tiering_status().untiered_bytes == 0, 60, "the data tiered")
+        (tier_tid,) = [t.native_id for t in threading.enumerate() if t.name == "pe-tiering"]
+        assert os.getpriority(os.PRIO_PROCESS, tier_tid) == before
+        assert seen and all(n.startswith("pe-tier-copy") and p == max(before, 10) for n, p in seen), seen
+    seen.clear()
+    with pe.open(tmp_path / "data", durability="none") as store:
+        write(store, "s", [b"y%d" % i for i in range(100)])
+        store.flush_tier2()
+    assert seen == [(threading.current_thread().name, before)], seen
+    assert os.getpriority(os.PRIO_PROCESS, threading.get_native_id()) == before
+
+
+def test_a_long_backoff_ends_within_a_second_once_writers_wait_for_the_budget(tmp_path):
+    """A segment whose copies failed for a long time may have a backoff of 30 s; once writers
+    wait for the local budget it is tried again within about a second (RETRY_BLOCKED_S), so
+    ingest resumes as soon as tier 2 is back instead of failing with LocalBudgetError."""
+    from pravega_embedded.tiering import tierer as tr
+
+    MiB = 1 << 20
+    root = tmp_path / "data" / "tier2"
+    root.mkdir(parents=True)
+    blocker = root / "scope=iot"
+    blocker.write_bytes(b"not a folder")
+    with pe.open(tmp_path / "data", durability="none", roll_bytes=MiB, local_budget=4 * MiB,
+                 local_budget_timeout=60) as store:
+        make(store, "s")
+        tierer = store._tierer()
+        write(store, "s", [b"x" * 1000] * 2500)  # past half the budget: due at once
+        wait_until(lambda: tierer._failing, 60, "a failed copy")
+        for f in tierer._failing.values():  # as after six failures in a row, long ago
+            f.failures, f.since, f.retry_at = 6, time.monotonic() - 100, time.monotonic() + 3600
+        blocker.unlink()
+        t = time.monotonic()
+        write(store, "s", [b"y" * 1000] * 12_000)  # 12 MB: waits for the budget, then goes on
+        assert time.monotonic() - t < 30, "the writer waited for the whole backoff"
+        store.flush_tier2()  # what is left is under half the budget: not due by itself yet
+        st = store.tiering_status()
+        assert st.untiered_bytes == 0 and st.state == "ok" and st.last_error is None, st
+        assert tr.RETRY_BLOCKED_S <= 1.0
