@@ -326,10 +326,11 @@ int pe_frames_to_columns(const char *buf, uint64_t len, uint32_t n, const uint32
  * to back in out (out_cap bytes): u32 payload_len | u16 key_len (65535 = no key) | key |
  * payload. Checks that the rows cover the segment from row_offsets[0] back to back:
  * row_offsets[i] = row_offsets[0] + the bytes of the frames before row i. *out_len = the bytes
- * written. Never reads or writes outside the given arrays.
+ * written. Never writes outside out; reads only what the offsets point at.
  * Errors: PE_ERR_INVAL (NULL arrays, n = 0, decreasing array offsets, out_cap too small),
  * PE_ERR_CORRUPT (a key of 65535 bytes or more, a payload of 4 GiB or more, a row not where
- * the frame before it ends). */
+ * the frame before it ends). The arrays are not bounds-checked against their buffers: they must
+ * be valid Arrow arrays of these types (pyarrow's, from a file whose schema was checked). */
 int pe_columns_to_frames(uint32_t n, const int32_t *payload_offsets, const char *payload_data,
                          const int32_t *key_offsets, const char *key_data,
                          const uint8_t *key_validity, uint64_t key_bit0, const int64_t *row_offsets,

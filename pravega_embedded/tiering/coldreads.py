@@ -15,7 +15,7 @@ Invariants:
      a frame: it ends at the last frame boundary by then, and a first frame longer than that
      (a large event, whole in one row) is returned whole. A byte stream's read ends at
      ``limit`` or the row group's end.
-  3. The cache holds at most ``cache_bytes`` of rebuilt chunks (least recently used go first;
+  3. The cache holds at most ``cache_bytes`` of rebuilt chunks (their bytes and frame starts) (least recently used go first;
      the chunk just read always stays until the next read), so memory is bounded whatever is
      read.
   4. An offset in no tiered file is CorruptDataError naming the segment; tier-2 failures are
@@ -76,6 +76,11 @@ class _Chunk:
     end: int
     data: memoryview
     starts: "memoryview | None"
+
+    @property
+    def nbytes(self) -> int:
+        """What it holds in memory (its bytes and its frames' starts), for the cache's bound."""
+        return len(self.data) + (0 if self.starts is None else self.starts.nbytes)
 
 
 def frames_of(table: pa.Table, what: str) -> pa.Buffer:
@@ -208,7 +213,7 @@ class ColdReads:
             for start in self._starts.pop(uid, []):
                 chunk = self._chunks.pop((uid, start), None)
                 if chunk is not None:
-                    self._bytes -= len(chunk.data)
+                    self._bytes -= chunk.nbytes
 
     def close(self) -> None:
         """Stop reading ahead (a load in progress finishes first). Idempotent."""
@@ -252,7 +257,7 @@ class ColdReads:
             self._chunks[key] = chunk
             starts = self._starts.setdefault(uid, [])
             starts.insert(bisect_right(starts, chunk.start), chunk.start)
-            self._bytes += len(chunk.data)
+            self._bytes += chunk.nbytes
             self._evict(key)
             return chunk
 
@@ -262,7 +267,7 @@ class ColdReads:
         if nxt >= self._engine.tiered.get(uid, 0):
             return  # the rest is in the journal (or not tiered yet)
         with self._lock:
-            if self._closed or (uid, nxt) in self._ahead or self._bytes + len(chunk.data) > self.cache_bytes:
+            if self._closed or (uid, nxt) in self._ahead or self._bytes + chunk.nbytes > self.cache_bytes:
                 return  # closed, under way, or no room for it beside what is read now
             starts = self._starts.get(uid, [])
             i = bisect_right(starts, nxt) - 1
@@ -290,7 +295,7 @@ class ColdReads:
                 continue
             del self._chunks[key]
             self._starts[key[0]].remove(key[1])
-            self._bytes -= len(chunk.data)
+            self._bytes -= chunk.nbytes
 
     def _file(self, seg: "Segment", offset: int) -> TieredFile:
         """The tiered file of ``seg`` holding ``offset`` (invariant 4)."""

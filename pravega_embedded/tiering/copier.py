@@ -175,21 +175,25 @@ class Copier:
     # ------------------------------------------------------------------ the root's owner
     def claim_root(self) -> None:
         """Make sure this store owns the tier-2 root (layout invariant 5): write the owner file
-        if there is none (exclusively: of two stores claiming at once one wins), else check it
-        names this store. Another store's root is InvalidConfigurationError: two stores tiering
+        if there is none and read it back, else check it names this store (of two stores
+        claiming at once one wins; on an object store, where the claim is a look then a PUT,
+        two claims in the same instant can both pass: start stores on a fresh root one at a
+        time). Another store's root is InvalidConfigurationError: two stores tiering
         to one root would overwrite and delete each other's streams."""
         e = self._engine
         store_id = e.meta.store_id() or ""
         mine = json.dumps({"format": LAYOUT_VERSION, "store_id": store_id, "store_path": e.path},
                           sort_keys=True).encode()
-        for _ in range(2):
+        for _ in range(3):
             data = self.target.read(OWNER_NAME, MAX_OWNER_BYTES)
             if data is None:
                 try:
+                    # exclusive: atomic on a local folder; on an object store a look then a PUT,
+                    # so it is read back below (a claim that lost a race sees the other one)
                     self.target.put(OWNER_NAME, mine, exclusive=True)
-                    return
                 except AlreadyExistsError:
-                    continue  # another store claimed it meanwhile: read whose it is
+                    pass  # another store claimed it meanwhile: read whose it is
+                continue
             try:
                 owner = json.loads(data)
                 theirs, where = str(owner["store_id"]), str(owner.get("store_path", "?"))

@@ -211,6 +211,9 @@ def test_tiering_off_and_bad_options(tmp_path):
 
 
 def test_a_chosen_folder_and_memory_target(tmp_path):
+    import uuid
+
+    mem = f"memory://pe-test-tierer-{uuid.uuid4().hex[:12]}"  # fsspec's memory is per process
     lake = tmp_path / "lake"
     with pe.open(tmp_path / "data", durability="none", tier2=lake) as store:
         make(store, "s")
@@ -218,13 +221,13 @@ def test_a_chosen_folder_and_memory_target(tmp_path):
         store.flush_tier2()
     assert events_in(lake, "iot", "s") == [b"a", b"b"]
     assert not (tmp_path / "data" / "tier2").exists()
-    with pe.open(tmp_path / "data2", durability="none", tier2="memory://pe-test-tierer") as store:
+    with pe.open(tmp_path / "data2", durability="none", tier2=mem) as store:
         make(store, "s")
         write(store, "s", [b"m"])
         store.flush_tier2()
         st = store.tiering_status()
-        assert st.files == 1 and st.target == "memory://pe-test-tierer"
-    m = latest_manifest(Tier2Target("memory://pe-test-tierer"), "iot", "s")
+        assert st.files == 1 and st.target == mem
+    m = latest_manifest(Tier2Target(mem), "iot", "s")
     assert m is not None and m.files[0].events == 1
 
 
