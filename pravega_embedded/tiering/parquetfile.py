@@ -94,7 +94,7 @@ def file_rel(scope: str, stream: str, f: TieredFile) -> str:
 def write_segment_file(target: Tier2Target, scope: str, stream: str, segment_id: int,
                        rows: SegmentRows) -> TieredFile:
     """Write ``rows`` as one file of ``segment_id`` (invariant 1), published complete and only
-    if no file of that name is there (``Tier2Target.put``, AlreadyExistsError); returns its
+    if no file of that name is there (``Tier2Target.put_streamed``, AlreadyExistsError); returns its
     manifest entry. A row group is encoded in a helper thread while the next is produced."""
     name = file_name(rows.first, rows.end)  # checks the range
     rel = f"{segment_dir(scope, stream, segment_id)}/{name}"
