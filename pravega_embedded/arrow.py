@@ -82,12 +82,14 @@ class FrameColumns:
 def slice_to_arrow(chunks: Iterable[tuple[Any, Any, int] | pa.Table]) -> pa.Table:
     """Build the Table from (segment, framed bytes or memoryview, first offset) chunks, and
     tables already in ``SCHEMA`` (tiered data read from its Parquet columns)."""
-    cols = FrameColumns()
+    cols: FrameColumns | None = None  # its parser's arrays are 3 MiB: only for frames
     batches: list[pa.RecordBatch] = []
     for chunk in chunks:
         if isinstance(chunk, pa.Table):
             batches.extend(chunk.to_batches())
             continue
         seg, data, base = chunk
+        if cols is None:
+            cols = FrameColumns()
         batches.extend(cols.batches(seg.name, seg.segment_id, data, base))
     return pa.Table.from_batches(batches, schema=SCHEMA)

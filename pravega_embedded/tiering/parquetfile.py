@@ -12,12 +12,16 @@ Invariants:
      count in its metadata, else CorruptDataError; only row groups whose offset statistics
      reach the asked range are read.
 
-Thread-safety: pure functions of their arguments; the target is shared safely (target.py).
+Thread-safety: pure functions of their arguments; the target is shared safely (target.py). A
+read of several row groups decodes them side by side in a process-wide pool of reader threads
+(``_reader_pool``), each row group through its own handle.
 """
 
 from __future__ import annotations
 
 import json
+import os
+import threading
 from collections.abc import Iterable, Iterator, Sequence
 from concurrent.futures import ThreadPoolExecutor, wait
 from contextlib import contextmanager
@@ -27,11 +31,13 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
-from ..errors import CorruptDataError, InvalidConfigurationError, tier2_error
+from ..errors import CorruptDataError, InvalidConfigurationError, PravegaEmbeddedError, tier2_error
 from .layout import (COMPRESSION, LAYOUT_VERSION, PARQUET_METADATA_KEY, ROW_GROUP_BYTES,
                      ROW_GROUP_ROWS, SCHEMA, file_name, segment_dir)
 from .manifest import TieredFile
 from .target import Tier2Target
+
+_READERS = max(2, min(4, os.cpu_count() or 1))  # row groups of one read decoded at once
 
 __all__ = ["SegmentRows", "rows_table", "split_groups", "write_segment_file", "read_segment_file",
            "verify_segment_file", "file_rel"]
@@ -182,9 +188,12 @@ def read_segment_file(target: Tier2Target, scope: str, stream: str, f: TieredFil
             pf = pq.ParquetFile(fh, page_checksum_verification=True)
             _check(pf, f, scope, stream, where)
             groups = _group_at(pf, start) if whole_groups else _groups(pf, start, end)
-            table = pf.read_row_groups(groups) if groups else SCHEMA.empty_table()
-        except CorruptDataError:
-            raise
+            if len(groups) > 1:
+                table = _read_parallel(target, rel, pf.metadata, groups)
+            else:
+                table = pf.read_row_groups(groups) if groups else SCHEMA.empty_table()
+        except PravegaEmbeddedError:
+            raise  # CorruptDataError, or a StorageError of opening a handle (_opened)
         except Exception as exc:  # noqa: BLE001 - translated in one place
             raise _parse_error(exc, where, "read a tier-2 file") from exc
     table = table.replace_schema_metadata(None)
@@ -195,6 +204,32 @@ def read_segment_file(target: Tier2Target, scope: str, stream: str, f: TieredFil
             mask = pc.and_(mask, pc.less(offs, end))
         table = table.filter(mask)
     return table
+
+
+def _read_parallel(target: Tier2Target, rel: str, md: pq.FileMetaData, groups: list[int]) -> pa.Table:
+    """Row groups ``groups`` of the file at ``rel`` (footer ``md``), read side by side in
+    ``_READERS`` threads, each through its own handle (pyarrow decodes one row group's columns
+    in parallel, not several row groups; the event column is most of the work)."""
+
+    def one(i: int) -> pa.Table:
+        with _opened(target, rel) as fh:
+            return pq.ParquetFile(fh, metadata=md, page_checksum_verification=True).read_row_group(i)
+
+    return pa.concat_tables(list(_reader_pool().map(one, groups)))
+
+
+_POOL_LOCK = threading.Lock()
+_POOL: ThreadPoolExecutor | None = None
+
+
+def _reader_pool() -> ThreadPoolExecutor:
+    """The process's pool of row-group readers (created at first use, like pyarrow's own
+    thread pools; its threads only run pyarrow reads and exit with the interpreter)."""
+    global _POOL
+    with _POOL_LOCK:
+        if _POOL is None:
+            _POOL = ThreadPoolExecutor(_READERS, thread_name_prefix="pe-parquet-read")
+        return _POOL
 
 
 def verify_segment_file(target: Tier2Target, scope: str, stream: str, f: TieredFile) -> None:

@@ -7,6 +7,7 @@ from __future__ import annotations
 import errno
 import json
 import os
+import threading
 import uuid
 
 import duckdb
@@ -307,6 +308,51 @@ def test_offset_range_reads_touch_only_their_row_groups(tmp_path):
     assert _groups(pf, 140_000, 140_010) == [1]
     assert _groups(pf, 0, None) == [0, 1, 2]
     assert _groups(pf, 299_999, None) == [2]
+
+
+def test_reads_of_several_row_groups_read_them_side_by_side_in_order(target, monkeypatch):
+    import pravega_embedded.tiering.parquetfile as pqf
+    f = write_segment_file(target, "iot", "s", 0, rows(300_000, step=1))  # 3 row groups
+    threads = set()
+    real = pqf._opened
+
+    def opened(t, rel):
+        threads.add(threading.current_thread().name)
+        return real(t, rel)
+
+    monkeypatch.setattr(pqf, "_opened", opened)
+    whole = read_segment_file(target, "iot", "s", f)
+    assert whole.column("offset").to_pylist() == list(range(300_000))
+    assert whole.column("event").to_pylist()[131_070:131_075] == [
+        f"event-{i}".encode() if i % 11 else b"" for i in range(131_070, 131_075)]
+    assert any(n.startswith("pe-parquet-read") for n in threads)
+    part = read_segment_file(target, "iot", "s", f, 131_000, 262_200)  # across three groups
+    assert part.column("offset").to_pylist() == list(range(131_000, 262_200))
+
+
+def test_a_failure_of_one_of_the_side_by_side_reads_is_a_clear_error(target, monkeypatch):
+    import pravega_embedded.tiering.parquetfile as pqf
+    f = write_segment_file(target, "iot", "s", 0, rows(300_000, step=1))
+    real = target.open_read
+
+    def failing_after_the_footer(exc):
+        calls = []
+
+        def open_read(rel):
+            calls.append(rel)
+            if len(calls) > 1:  # the footer's handle opens; a row group's handle fails
+                raise exc
+            return real(rel)
+        return open_read
+
+    monkeypatch.setattr(target, "open_read",
+                        failing_after_the_footer(OSError(errno.EIO, "Input/output error")))
+    with pytest.raises(StorageError, match="Input/output error"):
+        read_segment_file(target, "iot", "s", f)
+    monkeypatch.setattr(target, "open_read", failing_after_the_footer(FileNotFoundError("gone")))
+    with pytest.raises(CorruptDataError, match="missing"):
+        read_segment_file(target, "iot", "s", f)
+    assert pqf._READERS >= 2
 
 
 def test_a_replaced_or_missing_data_file_is_corrupt_data(target):
