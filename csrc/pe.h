@@ -335,3 +335,12 @@ int pe_columns_to_frames(uint32_t n, const int32_t *payload_offsets, const char 
                          const int32_t *key_offsets, const char *key_data,
                          const uint8_t *key_validity, uint64_t key_bit0, const int64_t *row_offsets,
                          char *out, uint64_t out_cap, uint64_t *out_len);
+
+/* ------------------------------------------------------------------ files */
+
+/* Starts writing back the dirty pages of the file open as fd, without waiting for them (Linux:
+ * sync_file_range(SYNC_FILE_RANGE_WRITE) over the whole file; elsewhere it does nothing), so
+ * that a later fsync of a file written in pieces has only its last piece left to wait for.
+ * It makes nothing durable (only fsync does) and an error it reports is reported again by that
+ * fsync. Errors: PE_ERR_INVAL (fd < 0), PE_ERR_IO (errno set: EBADF, EIO, ...). */
+int pe_start_writeback(int32_t fd);

@@ -736,23 +736,34 @@ class Journal:
             if f.retired and f.users == 0:
                 os.close(f.fd)
 
-    def drop_file(self, base: int) -> None:
-        """Delete journal file ``base`` (retention: all its data is truncated): unlink, fsync the
-        directory; reads in flight finish on the unlinked file, later ones raise StorageError."""
+    def drop_files(self, bases: list[int]) -> None:
+        """Delete journal files ``bases`` (all their data is truncated or tiered): unlink each,
+        then fsync the directory once; reads in flight finish on an unlinked file, later ones
+        raise StorageError. A failed unlink raises StorageError once the files unlinked before
+        it are durably gone; a file already gone is not an error."""
         with self._read_lock:
-            f = self._files.pop(base, None)
+            for base in bases:
+                f = self._files.pop(base, None)
+                if f is not None:
+                    f.retired = True
+                    if f.users == 0:
+                        os.close(f.fd)
             self._bases = sorted(self._files)
-            if f is not None:
-                f.retired = True
-                if f.users == 0:
-                    os.close(f.fd)
+        unlinked = 0
         try:
-            os.unlink(self.path(base))
-        except FileNotFoundError:
-            return
-        except OSError as exc:
-            raise storage_error(exc.errno or _errno.EIO, "delete journal file", path=self.path(base)) from exc
-        self.latch.fsync_dir(self.dir, f"delete journal file {file_name(base)}")
+            for base in bases:
+                try:
+                    os.unlink(self.path(base))
+                    unlinked += 1
+                except FileNotFoundError:
+                    continue
+                except OSError as exc:
+                    raise storage_error(exc.errno or _errno.EIO, "delete journal file",
+                                        path=self.path(base)) from exc
+        finally:
+            if unlinked:
+                names = ", ".join(file_name(b) for b in bases)
+                self.latch.fsync_dir(self.dir, f"delete journal files {names}")
 
     def read_section(self, pos: int, nbytes: int, start: int = 0, stop: int | None = None) -> bytes:
         """Bytes [start, stop) of the section whose ``nbytes`` of data begin at journal position

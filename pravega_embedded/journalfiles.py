@@ -142,14 +142,14 @@ class JournalFiles:
         freed = 0
         for base in doomed:
             try:
-                size = os.path.getsize(journal.path(base))
+                freed += os.path.getsize(journal.path(base))
             except FileNotFoundError:
-                size = 0
-            journal.drop_file(base)
-            with self._lock:
-                self._ends.pop(base, None)
-            freed += size
+                pass
         if doomed:
+            journal.drop_files(doomed)  # one fsync of the directory for them all
+            with self._lock:
+                for base in doomed:
+                    self._ends.pop(base, None)
             self._meta.drop_files(doomed)
             self.files_deleted += len(doomed)
             self.bytes_reclaimed += freed

@@ -22,7 +22,7 @@ from __future__ import annotations
 import json
 import os
 import threading
-from collections.abc import Iterable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from concurrent.futures import ThreadPoolExecutor, wait
 from contextlib import contextmanager
 from typing import Any
@@ -106,11 +106,11 @@ def write_segment_file(target: Tier2Target, scope: str, stream: str, segment_id:
     rel = f"{segment_dir(scope, stream, segment_id)}/{name}"
     count = _Count(rows.first, rows.end, f"tier-2 file {target.where(rel)}")
 
-    def write(sink: pa.NativeFile) -> None:
+    def write(sink: pa.NativeFile, written: Callable[[], None]) -> None:
         writer = pq.ParquetWriter(sink, SCHEMA, compression=COMPRESSION, write_statistics=True,
                                   write_page_checksum=True)
         try:
-            _write_groups(writer, rows.groups, count)
+            _write_groups(writer, rows.groups, count, written)
             count.check()
             meta = {"format": LAYOUT_VERSION, "scope": scope, "stream": stream,
                     "segment": segment_id, "first": rows.first, "end": rows.end,
@@ -126,9 +126,16 @@ def write_segment_file(target: Tier2Target, scope: str, stream: str, segment_id:
     return TieredFile(segment_id, rows.first, rows.end, count.events, size, count.lo, count.hi)
 
 
-def _write_groups(writer: pq.ParquetWriter, groups: Iterable[pa.Table], count: "_Count") -> None:
+def _write_groups(writer: pq.ParquetWriter, groups: Iterable[pa.Table], count: "_Count",
+                  written: Callable[[], None]) -> None:
     """One row group per table, each encoded in a helper thread while the next is produced
-    (pyarrow and the C frame parser release the GIL: two cores work)."""
+    (pyarrow and the C frame parser release the GIL: two cores work); ``written()`` after
+    each."""
+
+    def encode(group: pa.Table) -> None:
+        writer.write_table(group, group.num_rows)
+        written()
+
     with ThreadPoolExecutor(1, thread_name_prefix="pe-parquet") as pool:
         pending = None
         try:
@@ -136,7 +143,7 @@ def _write_groups(writer: pq.ParquetWriter, groups: Iterable[pa.Table], count: "
                 count.add(group)
                 if pending is not None:
                     pending.result()
-                pending = pool.submit(writer.write_table, group, group.num_rows)
+                pending = pool.submit(encode, group)
             if pending is not None:
                 pending.result()
         finally:

@@ -11,8 +11,9 @@ Invariants:
      existing file is not replaced (AlreadyExistsError instead): atomically on a local folder
      (a hard link), by a look before the PUT elsewhere (one owner writes a tier-2 root).
      ``put_streamed`` is the same for a file written piece by piece: on a local folder the
-     pieces go straight to the staged file (never all in memory), elsewhere into one buffer
-     and one PUT; a failure while writing leaves nothing behind.
+     pieces go straight to the staged file (never all in memory) and each is handed to the disk
+     once written (a writeback hint: the fsync before the rename is what makes it durable),
+     elsewhere into one buffer and one PUT; a failure while writing leaves nothing behind.
   2. Every path handed in is relative to the root and made of layout's names: no ``..``, no
      leading ``/``; ``_rel`` refuses anything else, so nothing is read or written outside it.
   3. A read never allocates more than its ``max_bytes``: the size is asked first.
@@ -26,6 +27,7 @@ file systems are safe to share between threads.
 from __future__ import annotations
 
 import errno
+import logging
 import os
 from collections.abc import Callable, Iterator, Mapping
 from contextlib import contextmanager
@@ -35,11 +37,14 @@ import fsspec
 import pyarrow as pa
 from fsspec.implementations.local import LocalFileSystem
 
+from .._native import ffi, lib
 from ..errors import (AlreadyExistsError, CorruptDataError, InvalidConfigurationError,
                       PravegaEmbeddedError, tier2_error)
 from .layout import stage_name
 
 __all__ = ["Tier2Target"]
+
+LOG = logging.getLogger("pravega_embedded.tiering")
 
 
 class _Exists(Exception):
@@ -113,16 +118,20 @@ class Tier2Target:
         except Exception as exc:  # noqa: BLE001 - every file-system failure is translated here
             raise tier2_error(exc, "write a tier-2 file", url=self.where(rel)) from exc
 
-    def put_streamed(self, rel: str, write: Callable[[pa.NativeFile], None], *,
-                     exclusive: bool = False) -> int:
-        """Publish at ``rel``, complete or not at all (invariant 1), what ``write(sink)`` writes
-        into ``sink``; returns its size. An error ``write`` raises is raised as it is, but an
-        OSError of the file system's (ENOSPC, EIO) becomes a StorageError."""
+    def put_streamed(self, rel: str, write: Callable[[pa.NativeFile, Callable[[], None]], None],
+                     *, exclusive: bool = False) -> int:
+        """Publish at ``rel``, complete or not at all (invariant 1), what ``write(sink,
+        written)`` writes into ``sink``; returns its size. ``write`` calls ``written()`` after
+        each piece (a row group): on a local folder it starts writing what is in the staged
+        file back to the disk (``pe_start_writeback``), so the fsync before the publication
+        waits for the last piece only; elsewhere it does nothing. An error ``write`` raises is
+        raised as it is, but an OSError of the file system's (ENOSPC, EIO) becomes a
+        StorageError."""
         path = self._rel(rel)
         try:
             if not self.local:
                 sink = pa.BufferOutputStream()
-                write(sink)
+                write(sink, _nothing)
                 data = sink.getvalue()
                 self.put(rel, data, exclusive=exclusive)
                 return data.size
@@ -131,13 +140,14 @@ class Tier2Target:
             tmp = os.path.join(parent, stage_name(final))
             with _removed_on_error(tmp):
                 with pa.OSFile(tmp, "w") as sink:
-                    write(sink)
-                    size = sink.tell()
-                fd = os.open(tmp, os.O_RDONLY)
-                try:
-                    os.fsync(fd)
-                finally:
-                    os.close(fd)
+                    fd = os.open(tmp, os.O_RDONLY)
+                    try:
+                        write(sink, lambda: _start_writeback(fd, tmp))
+                        size = sink.tell()
+                        sink.close()
+                        os.fsync(fd)
+                    finally:
+                        os.close(fd)
                 self._publish_local(tmp, path, exclusive)
             _fsync_dir(parent)
             return size
@@ -234,6 +244,17 @@ class Tier2Target:
         if len(data) > max_bytes:  # it grew between the two calls
             raise CorruptDataError(f"tier-2 file {self.where(rel)} is larger than {max_bytes:,} bytes")
         return bytes(data)
+
+
+def _nothing() -> None:
+    return None
+
+
+def _start_writeback(fd: int, path: str) -> None:
+    """Start writing back what is written to ``fd`` so far (a hint: the fsync that follows
+    makes it durable and reports any error again, so a failure here is only logged)."""
+    if lib.pe_start_writeback(fd) != lib.PE_OK:
+        LOG.debug("starting the writeback of %s failed: errno %d", path, ffi.errno)
 
 
 @contextmanager

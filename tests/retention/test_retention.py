@@ -3,6 +3,7 @@ is given back (journal bytes on disk measured)."""
 
 from __future__ import annotations
 
+import errno
 import os
 import time
 
@@ -294,6 +295,64 @@ def test_reclaim_survives_reopen_and_deleted_streams_give_disk_back(tmp_path):
         assert w.last_sequence == n - 1  # writer sequences survive the reclaimed files
         write_batches(w, 1, start=n)
         assert numbers(store) == list(range(n, n + 1000))
+
+
+def _written_across_files(store):
+    store.create_scope("s")
+    store.create_stream("s", "x")
+    w = store.create_writer("s", "x", writer_id="w")
+    n = write_batches(w, 10)  # about 5 MiB: 5 journal files
+    w.close()
+    return n
+
+
+def test_reclaiming_several_files_fsyncs_the_journal_folder_once(tmp_path, monkeypatch):
+    with pe.open(tmp_path, durability="os", roll_bytes=1 << 20) as store:
+        n = _written_across_files(store)
+        journal = store._engine.journal  # the test counts the latch's directory fsyncs
+        fsyncs = []
+        real = journal.latch.fsync_dir
+        monkeypatch.setattr(journal.latch, "fsync_dir",
+                            lambda path, what: (fsyncs.append(what), real(path, what))[1])
+        before = len(os.listdir(tmp_path / "journal"))
+        store.truncate_stream("s", "x", store.stream_info("s", "x").tail)
+        store.reclaim()
+        deleted = before - len(os.listdir(tmp_path / "journal"))
+        assert deleted >= 3
+        assert len([w for w in fsyncs if "delete journal file" in w]) == 1
+        w = store.create_writer("s", "x", writer_id="w")
+        assert w.last_sequence == n - 1
+
+
+def test_a_failed_unlink_while_reclaiming_is_a_storage_error_and_nothing_is_lost(tmp_path, monkeypatch):
+    import pravega_embedded.journal as journal_mod
+    from pravega_embedded.errors import StorageError
+    with pe.open(tmp_path, durability="os", roll_bytes=1 << 20) as store:
+        _written_across_files(store)
+        tail = store.stream_info("s", "x").tail
+        w = store.create_writer("s", "x", writer_id="w")
+        more = write_batches(w, 1, start=10_000)
+        w.close()
+        calls = []
+        real_unlink = os.unlink
+
+        def unlink(path, *a, **k):
+            calls.append(path)
+            if len(calls) == 2:
+                raise OSError(errno.EIO, "Input/output error", path)
+            return real_unlink(path, *a, **k)
+
+        monkeypatch.setattr(journal_mod.os, "unlink", unlink)
+        with pytest.raises(StorageError, match="delete journal file"):
+            store.truncate_stream("s", "x", tail)  # it reclaims: its head moved, then this
+            store.reclaim()
+        assert not os.path.exists(calls[0]) and os.path.exists(calls[1])
+        monkeypatch.setattr(journal_mod.os, "unlink", real_unlink)
+        assert numbers(store) == list(range(10_000, more))
+        store.reclaim()
+        assert not os.path.exists(calls[1])
+    with pe.open(tmp_path) as store:
+        assert numbers(store) == list(range(10_000, more))
 
 
 def test_truncating_scaled_segments_reclaims_them(tmp_path):

@@ -106,29 +106,62 @@ def test_a_streamed_put_is_whole_or_nothing_and_failures_say_what(target):
     publishes what was written whole; an error of the writer is raised as it is, a file-system
     error (ENOSPC, EIO) as a StorageError; either leaves nothing behind, staged or published,
     and an exclusive put never replaces a file."""
-    def pieces(sink):
+    def pieces(sink, written):
         for i in range(5):
             sink.write(b"%d" % i * 100_000)
+            written()
 
     assert target.put_streamed("a/f.bin", pieces, exclusive=True) == 500_000
     assert target.read("a/f.bin", 1 << 20) == b"".join(b"%d" % i * 100_000 for i in range(5))
 
-    def full(sink):
+    def full(sink, written):
         sink.write(b"x" * 1000)
         raise OSError(errno.ENOSPC, "No space left on device")
     with pytest.raises(StorageError, match="No space left") as err:
         target.put_streamed("a/g.bin", full)
     assert err.value.errno == errno.ENOSPC
 
-    def damaged(sink):
+    def damaged(sink, written):
         sink.write(b"x" * 1000)
         raise CorruptDataError("a damaged frame")
     with pytest.raises(CorruptDataError, match="damaged frame"):
         target.put_streamed("a/h.bin", damaged)
     with pytest.raises(AlreadyExistsError):
-        target.put_streamed("a/f.bin", lambda sink: sink.write(b"other"), exclusive=True)
+        target.put_streamed("a/f.bin", lambda sink, written: sink.write(b"other"),
+                            exclusive=True)
     assert target.list("a") == ["f.bin"]  # nothing staged or partial left
     assert target.read("a/f.bin", 1 << 20)[:1] == b"0"
+
+
+def test_a_streamed_put_starts_writing_back_each_piece_and_a_failed_hint_changes_nothing(
+        tmp_path, monkeypatch):
+    import pravega_embedded.tiering.target as target_mod
+    from pravega_embedded._native import lib
+    target = Tier2Target(str(tmp_path / "t2"))
+    hints = []
+
+    class Lib:  # pe_start_writeback as the OS would answer it, seen by the test
+        PE_OK = lib.PE_OK
+
+        def __init__(self, status):
+            self.status = status
+
+        def pe_start_writeback(self, fd):
+            hints.append((fd, os.readlink(f"/proc/self/fd/{fd}")))
+            return lib.pe_start_writeback(fd) if self.status == lib.PE_OK else self.status
+
+    def pieces(sink, written):
+        for i in range(3):
+            sink.write(b"%d" % i * 100_000)
+            written()
+
+    for status in (lib.PE_OK, lib.PE_ERR_IO):
+        hints.clear()
+        monkeypatch.setattr(target_mod, "lib", Lib(status))
+        assert target.put_streamed(f"a/{status}.bin", pieces) == 300_000
+        assert len(hints) == 3 and all("_stage." in path for _fd, path in hints)
+        assert target.read(f"a/{status}.bin", 1 << 20) == b"".join(b"%d" % i * 100_000 for i in range(3))
+    assert target.list("a") == [f"{lib.PE_ERR_IO}.bin", f"{lib.PE_OK}.bin"]
 
 
 @pytest.mark.parametrize("rel", ["", "/etc/passwd", "../x", "a/../../x", "a//b", "./a"])
