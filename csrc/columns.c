@@ -8,7 +8,8 @@
  *   segment_id  int64
  *   offset      int64         base_offset + frame_off[i]
  * and back: pe_columns_to_frames rebuilds the frames of a tier-2 row group (binary/string
- * arrays with int32 offsets, as Parquet reads them) and checks the rows' offsets.
+ * arrays with int32 offsets, as Parquet reads them) and checks the rows' offsets;
+ * pe_rows_check only checks them.
  */
 #include <stdint.h>
 #include <stddef.h>
@@ -118,6 +119,33 @@ int pe_columns_to_frames(uint32_t n, const int32_t *payload_offsets, const char 
         if (pl)
             memcpy(o + 6 + kl, payload_data + p0, pl);
         pos += flen;
+    }
+    *out_len = pos;
+    return PE_OK;
+}
+
+int pe_rows_check(uint32_t n, const int32_t *payload_offsets, const int32_t *key_offsets,
+                  const uint8_t *key_validity, uint64_t key_bit0, const int64_t *row_offsets,
+                  uint64_t *out_len)
+{
+    if (n == 0 || payload_offsets == NULL || key_offsets == NULL || row_offsets == NULL ||
+        out_len == NULL)
+        return PE_ERR_INVAL;
+    uint64_t pos = 0;
+    for (uint32_t i = 0; i < n; i++) {
+        int64_t p0 = payload_offsets[i], p1 = payload_offsets[i + 1];
+        int64_t k0 = key_offsets[i], k1 = key_offsets[i + 1];
+        if (p1 < p0 || k1 < k0)
+            return PE_ERR_INVAL;
+        uint64_t b = key_bit0 + i;
+        int has_key = key_validity == NULL || (key_validity[b >> 3] >> (b & 7)) & 1;
+        uint64_t pl = (uint64_t)(p1 - p0);
+        uint64_t kl = has_key ? (uint64_t)(k1 - k0) : 0;
+        if (pl > UINT32_MAX || kl >= 65535)
+            return PE_ERR_CORRUPT;
+        if ((uint64_t)row_offsets[i] - (uint64_t)row_offsets[0] != pos)
+            return PE_ERR_CORRUPT;
+        pos += 6 + kl + pl;
     }
     *out_len = pos;
     return PE_OK;

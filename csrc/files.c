@@ -3,7 +3,9 @@
  * Nothing here writes bytes of its own: pe_start_writeback only asks the kernel to start
  * writing back pages a caller wrote (pe.h). */
 
-#define _GNU_SOURCE
+#ifndef _GNU_SOURCE
+#define _GNU_SOURCE /* sync_file_range (the build defines it already) */
+#endif
 #include <errno.h>
 #include <fcntl.h>
 #include <stdint.h>

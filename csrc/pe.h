@@ -336,6 +336,15 @@ int pe_columns_to_frames(uint32_t n, const int32_t *payload_offsets, const char 
                          const uint8_t *key_validity, uint64_t key_bit0, const int64_t *row_offsets,
                          char *out, uint64_t out_cap, uint64_t *out_len);
 
+/* The check of pe_columns_to_frames without building the frames (tier-2 rows served to readers
+ * straight from their columns): the same arguments but out and out_cap; *out_len = the bytes
+ * the rows' frames cover from row_offsets[0]. Errors: PE_ERR_INVAL (NULL arrays, n = 0,
+ * decreasing array offsets), PE_ERR_CORRUPT (as pe_columns_to_frames). The arrays must be
+ * valid Arrow arrays of these types. */
+int pe_rows_check(uint32_t n, const int32_t *payload_offsets, const int32_t *key_offsets,
+                  const uint8_t *key_validity, uint64_t key_bit0, const int64_t *row_offsets,
+                  uint64_t *out_len);
+
 /* ------------------------------------------------------------------ files */
 
 /* Starts writing back the dirty pages of the file open as fd, without waiting for them (Linux:

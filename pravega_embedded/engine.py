@@ -78,6 +78,8 @@ class ColdReads(Protocol):
 
     def table(self, seg: Segment, start: int, end: int) -> Any: ...
 
+    def rows(self, seg: Segment, offset: int, limit: int) -> tuple[list[bytes], list[bytes | None], list[int], int]: ...
+
 
 class EngineOptions:
     """Sizes and intervals of an engine (validated by ``Store``)."""

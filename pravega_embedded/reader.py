@@ -34,7 +34,7 @@ from .errors import (
 from .events import EventRead
 from .frames import FrameParser
 from .largeevents import LargeFrame
-from .segsource import SegmentSource, deadline_of, events_from
+from .segsource import SegmentSource, deadline_of
 from .serializers import resolve
 
 if TYPE_CHECKING:
@@ -201,12 +201,11 @@ class EventStreamReader:
                     unsynced = True
                     continue
                 try:
-                    data, stop = src.read(pos, min(limit, visible))
+                    evs, stop = src.read_events(pos, min(limit, visible), st.names, self._ser,
+                                                self._frames, f"read of {seg.name}")
                 except TruncatedDataError:
                     self._skip_truncated()  # raises once, having moved to the head
                     raise
-                evs = events_from(data, pos, seg.segment_id, st.names, self._ser, self._frames,
-                                  f"read of {seg.name}")
                 with self._chunk_lock:
                     if self._closed:
                         raise ReaderClosedError(f"reader of {st.key} is closed")
@@ -346,26 +345,18 @@ class Slice:
         """Framed bytes in the slice."""
         return sum(hi - lo for _, lo, hi in self._ranges)
 
-    def _chunks(self, copy: bool = True) -> Iterator[tuple[Any, Any, int]]:
-        for src, lo, hi in self._ranges:
-            pos = lo
-            while pos < hi:
-                if self._st.deleted:
-                    raise StreamNotFoundError(f"stream {self._st.key} was deleted")
-                data, stop = src.read(pos, hi, copy=copy)
-                yield src.seg, data, pos
-                data = None  # not held while the next chunk (maybe a large event) is read
-                pos = stop
-
     def __iter__(self) -> Iterator[EventRead]:
         frames = FrameParser()
         st = self._st
-        for seg, data, pos in self._chunks():
-            evs = events_from(data, pos, seg.segment_id, st.names, self._ser, frames,
-                              f"slice of {seg.name}")
-            data = None
-            yield from evs
-            evs = None  # the caller's event is all that stays alive while the next is read
+        for src, lo, hi in self._ranges:
+            pos = lo
+            while pos < hi:
+                if st.deleted:
+                    raise StreamNotFoundError(f"stream {st.key} was deleted")
+                evs, pos = src.read_events(pos, hi, st.names, self._ser, frames,
+                                           f"slice of {src.seg.name}")
+                yield from evs
+                evs = None  # the caller's event is all that stays alive while the next is read
 
     def to_arrow(self) -> "pyarrow.Table":
         """A pyarrow Table: event (large_binary), routing_key (large_string, null if none),

@@ -1,9 +1,11 @@
 """Reading one segment: its bytes at an offset, its events, and checking positions in it.
 
 Owns: finding a segment's bytes at an offset (the tail cache in memory, else the journal file
-through the in-memory or LMDB section index, checked against the section's CRC), turning frames
-into EventRead tuples (frames parsed in C once per chunk), checking that an offset is an event
-boundary, fetching one event by pointer, and validating a user's StreamCut against a stream.
+through the in-memory or LMDB section index, checked against the section's CRC; tier 2 once its
+journal file is reclaimed), turning frames into EventRead tuples (frames parsed in C once per
+chunk; tiered history's events made from its row group's columns, ``read_events``), checking
+that an offset is an event boundary, fetching one event by pointer, and validating a user's
+StreamCut against a stream.
 
 Invariants:
   1. Only acknowledged data is visible: a section is read only once the journal acknowledges
@@ -20,6 +22,9 @@ from __future__ import annotations
 
 import struct
 import time
+from functools import partial
+from itertools import repeat
+from operator import sub
 from typing import TYPE_CHECKING, Any
 
 from ._native import ffi
@@ -140,6 +145,31 @@ class SegmentSource:
                         raise
                     raise StorageError(f"read of segment {self.seg.name} at {offset}: {exc}") from exc
         return data, stop
+
+    def read_events(self, offset: int, limit: int, names: Any, ser: "Serializer | None",
+                    frames: FrameParser, what: str) -> tuple[list[EventRead], int]:
+        """The events of ``read(offset, limit)``: (EventRead tuples, end). Events whose
+        journal file was reclaimed after they were tiered are made straight from their tier-2
+        row group's columns (no frames rebuilt, no bytes copied twice); the rest are parsed
+        from the bytes ``read`` returns."""
+        e = self.engine
+        cold = e.cold
+        seg = self.seg
+        if cold is not None and offset < e.tiered.get(seg.uid, 0):
+            entry, data = self.section(offset)
+            if data is None and e.local_read_gone(seg, offset, entry.pos):
+                try:
+                    payloads, keys, offsets, stop = cold.rows(seg, offset, limit)
+                except (CorruptDataError, StorageError):
+                    self._truncated(offset)  # truncated (and its tier-2 file deleted) meanwhile
+                    raise
+                if ser is not None:
+                    payloads = list(map(ser.deserialize, payloads))
+                lengths = map(sub, offsets[1:] + [stop], offsets)
+                return list(map(partial(_new, EventRead), zip(
+                    payloads, keys, repeat(seg.segment_id), offsets, lengths, repeat(names)))), stop
+        data, stop = self.read(offset, limit)
+        return events_from(data, offset, seg.segment_id, names, ser, frames, what), stop
 
     def _truncated(self, offset: int) -> None:
         """Raise TruncatedDataError if ``offset`` is before the head now (a failed read raced

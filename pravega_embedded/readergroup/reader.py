@@ -56,7 +56,7 @@ from ..errors import (
 )
 from ..events import EventRead
 from ..frames import FrameParser
-from ..segsource import SegmentSource, deadline_of, events_from
+from ..segsource import SegmentSource, deadline_of
 from ..serializers import resolve
 from ..watermarks import TimeWindow
 from . import assignment
@@ -304,16 +304,15 @@ class GroupReader:
             if pos >= visible:
                 self._unsynced = True
                 continue
-            try:
-                data, stop = src.read(pos, min(limit, visible))
-            except TruncatedDataError:
-                o[2] = max(o[2], st.head.get(seg.segment_id, 0))  # go on from the head next time
-                raise
             ctx = _Context(st.names)
             ctx.key = k  # type: ignore[attr-defined]
             ctx.base = {key: ob[2] for key, ob in self._owned.items()}  # type: ignore[attr-defined]
-            evs = events_from(data, pos, seg.segment_id, ctx, self._ser, self._frames,
-                              f"read of {seg.name}")
+            try:
+                evs, stop = src.read_events(pos, min(limit, visible), ctx, self._ser,
+                                            self._frames, f"read of {seg.name}")
+            except TruncatedDataError:
+                o[2] = max(o[2], st.head.get(seg.segment_id, 0))  # go on from the head next time
+                raise
             o[2] = stop
             self.live[k] = stop
             self._cur = k

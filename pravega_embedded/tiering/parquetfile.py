@@ -20,8 +20,10 @@ read of several row groups decodes them side by side in a process-wide pool of r
 from __future__ import annotations
 
 import json
+import logging
 import os
 import threading
+from bisect import bisect_right
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from concurrent.futures import ThreadPoolExecutor, wait
 from contextlib import contextmanager
@@ -37,10 +39,11 @@ from .layout import (COMPRESSION, LAYOUT_VERSION, PARQUET_METADATA_KEY, ROW_GROU
 from .manifest import TieredFile
 from .target import Tier2Target
 
+LOG = logging.getLogger("pravega_embedded.tiering")
 _READERS = max(2, min(4, os.cpu_count() or 1))  # row groups of one read decoded at once
 
 __all__ = ["SegmentRows", "rows_table", "split_groups", "write_segment_file", "read_segment_file",
-           "verify_segment_file", "file_rel"]
+           "verify_segment_file", "file_rel", "OpenedFile"]
 
 
 class SegmentRows:
@@ -184,17 +187,15 @@ class _Count:
 
 
 def read_segment_file(target: Tier2Target, scope: str, stream: str, f: TieredFile,
-                      start: int = 0, end: int | None = None, *, whole_groups: bool = False) -> pa.Table:
-    """The events of ``f`` with ``start <= offset < end`` (invariant 2), in ``SCHEMA``. With
-    ``whole_groups``: every row of the row group holding offset ``start`` (the last one that
-    starts at or before it), unfiltered."""
+                      start: int = 0, end: int | None = None) -> pa.Table:
+    """The events of ``f`` with ``start <= offset < end`` (invariant 2), in ``SCHEMA``."""
     rel = file_rel(scope, stream, f)
     where = target.where(rel)
     with _opened(target, rel) as fh:
         try:
             pf = pq.ParquetFile(fh, page_checksum_verification=True)
             _check(pf, f, scope, stream, where)
-            groups = _group_at(pf, start) if whole_groups else _groups(pf, start, end)
+            groups = _groups(pf, start, end)
             if len(groups) > 1:
                 table = _read_parallel(target, rel, pf.metadata, groups)
             else:
@@ -204,13 +205,98 @@ def read_segment_file(target: Tier2Target, scope: str, stream: str, f: TieredFil
         except Exception as exc:  # noqa: BLE001 - translated in one place
             raise _parse_error(exc, where, "read a tier-2 file") from exc
     table = table.replace_schema_metadata(None)
-    if not whole_groups and (start > f.first or (end is not None and end < f.end)):
+    if start > f.first or (end is not None and end < f.end):
         offs = table.column("offset")
         mask = pc.greater_equal(offs, start)
         if end is not None:
             mask = pc.and_(mask, pc.less(offs, end))
         table = table.filter(mask)
     return table
+
+
+class OpenedFile:
+    """A data file kept open for reading its row groups one at a time (cold reads): its footer
+    is read and checked against the manifest's ``TieredFile`` once (invariant 2), and each read
+    is then one call into pyarrow (one release of the GIL: a read-ahead thread is not held up
+    by a reader's Python loop for each step of opening a file). Reads are serialized by
+    ``lock``; ``close`` (idempotent) releases the handle, and a read after it opens it again.
+    ``firsts``: each row group's first offset (None: a row group without statistics, so
+    every read takes them all); ``sizes``: each row group's decoded bytes."""
+
+    def __init__(self, target: Tier2Target, scope: str, stream: str, f: TieredFile) -> None:
+        self._target, self._scope, self._stream, self.file = target, scope, stream, f
+        self._rel = file_rel(scope, stream, f)
+        self._where = target.where(self._rel)
+        self.lock = threading.Lock()
+        self._fh: Any = None
+        self._pf: pq.ParquetFile | None = None
+        with self.lock:
+            pf = self._open(None)
+            md = pf.metadata
+            firsts, sizes = [], []
+            for i in range(md.num_row_groups):
+                rg = md.row_group(i)
+                st = rg.column(0).statistics
+                if st is None or not st.has_min_max:
+                    firsts = None
+                    break
+                firsts.append(int(st.min))
+                sizes.append(int(rg.total_byte_size))
+        self.metadata = md
+        self.firsts: tuple[int, ...] | None = None if firsts is None else tuple(firsts)
+        self.sizes: tuple[int, ...] = tuple(sizes)
+
+    def group_at(self, offset: int) -> pa.Table:
+        """Every row of the row group holding ``offset`` (the last that starts at or before
+        it; all of them without statistics), unfiltered."""
+        firsts = self.firsts
+        if firsts is None:
+            groups = list(range(self.metadata.num_row_groups))
+        else:
+            i = bisect_right(firsts, offset) - 1
+            groups = [i] if i >= 0 else []
+        if not groups:
+            return SCHEMA.empty_table()
+        with self.lock:
+            pf = self._pf if self._pf is not None else self._open(self.metadata)
+            try:
+                return pf.read_row_groups(groups)
+            except Exception as exc:  # noqa: BLE001 - translated in one place
+                self._close()  # a failed read leaves no handle in doubt: the next one reopens
+                raise _parse_error(exc, self._where, "read a tier-2 file") from exc
+
+    def close(self) -> None:
+        with self.lock:
+            self._close()
+
+    def _open(self, md: "pq.FileMetaData | None") -> pq.ParquetFile:
+        """Open the file (lock held); without ``md``, read and check its footer."""
+        try:
+            fh = self._target.open_read(self._rel)
+        except FileNotFoundError as exc:
+            raise CorruptDataError(f"tier-2 file {self._where} is in the manifest but missing: it "
+                                   "was deleted by hand or by another program") from exc
+        except Exception as exc:  # noqa: BLE001 - every file-system failure is translated here
+            raise tier2_error(exc, "open a tier-2 file", url=self._where) from exc
+        try:
+            pf = pq.ParquetFile(fh, metadata=md, page_checksum_verification=True)
+            if md is None:
+                _check(pf, self.file, self._scope, self._stream, self._where)
+        except BaseException as exc:
+            fh.close()
+            if isinstance(exc, PravegaEmbeddedError) or not isinstance(exc, Exception):
+                raise
+            raise _parse_error(exc, self._where, "read a tier-2 file's footer") from exc
+        self._fh, self._pf = fh, pf
+        return pf
+
+    def _close(self) -> None:
+        fh, self._fh, self._pf = self._fh, None, None
+        if fh is not None:
+            try:
+                fh.close()
+            except Exception:  # noqa: BLE001 - a read-only handle: nothing is lost
+                LOG.debug("closing tier-2 file %s failed", self._where, exc_info=True)
 
 
 def _read_parallel(target: Tier2Target, rel: str, md: pq.FileMetaData, groups: list[int]) -> pa.Table:
@@ -301,20 +387,6 @@ def _check(pf: pq.ParquetFile, f: TieredFile, scope: str, stream: str, where: st
         raise CorruptDataError(f"tier-2 file {where} does not hold what the manifest says "
                                f"(offsets [{f.first}, {f.end}), {f.events} events): it was "
                                "replaced or damaged")
-
-
-def _group_at(pf: pq.ParquetFile, offset: int) -> list[int]:
-    """The row group holding ``offset``: the last whose first offset is at or before it (all of
-    them if statistics are missing)."""
-    md = pf.metadata
-    found = []
-    for i in range(md.num_row_groups):
-        st = md.row_group(i).column(0).statistics
-        if st is None or not st.has_min_max:
-            return list(range(md.num_row_groups))
-        if st.min <= offset:
-            found = [i]
-    return found
 
 
 def _groups(pf: pq.ParquetFile, start: int, end: int | None) -> list[int]:

@@ -6,6 +6,7 @@ tier 2 says where the data is; damaged tier-2 files are CorruptDataError."""
 from __future__ import annotations
 
 import os
+import time
 from pathlib import Path
 
 import pytest
@@ -266,6 +267,124 @@ def test_a_sequential_read_from_tier2_reads_the_next_row_group_ahead_once(tmp_pa
     assert len(ahead) >= len(loads) // 2, f"only {len(ahead)} of {len(loads)} loads were ahead"
 
 
+class _Numbered:
+    """A serializer whose values are the events' numbers (``fill``'s ``%06d-`` prefix)."""
+
+    def serialize(self, value: int) -> bytes:
+        return b"%06d-" % value
+
+    def deserialize(self, data: bytes) -> int:
+        return int(data[:6])
+
+
+def _events(store, serializer=None) -> list[tuple]:
+    """Every event of iot/s as a standalone reader returns it, with its key, segment, offset,
+    length and pointer, in segment and offset order."""
+    with store.create_reader("iot", "s", serializer=serializer) as r:
+        out = []
+        while (ev := r.read_next_event(timeout=0)) is not None:
+            out.append((ev.event, ev.routing_key, ev.segment_id, ev.offset, ev.next_offset,
+                        ev.event_pointer))
+    return sorted(out, key=lambda e: (e[2], e[3]))
+
+
+def test_readers_of_reclaimed_history_make_events_straight_from_the_columns(tmp_path, monkeypatch):
+    """Readers, reader groups and iterated slices of history only in tier 2 get their events
+    from the row groups' columns (no frames rebuilt): the same events, keys (None for keyless
+    ones), offsets, lengths and pointers as the journal gave, with and without a serializer;
+    a reader group's positions resume exactly; each file is opened once for a whole read."""
+    from pravega_embedded.tiering import coldreads, rows
+
+    monkeypatch.setattr(rows, "ROW_GROUP_BYTES", 256 << 10)  # several groups per file
+    path = tmp_path / "data"
+    opts = dict(durability="none", roll_bytes=MiB, tier2_file_bytes=2 * MiB, tail_cache_bytes=0)
+    with pe.open(path, **opts) as store:
+        fill(store, n=4000, size=700, key=lambda i: None if i % 7 == 0 else f"k{i % 5}-é")
+        want, want_text = _events(store), _events(store, serializer=_Numbered())
+        tier_and_reclaim(store, path)
+    with pe.open(path, **opts) as store:
+        opened = []
+        real_open = coldreads.OpenedFile.__init__
+
+        def counted(self, target, scope, stream, f):
+            opened.append(f.name)
+            real_open(self, target, scope, stream, f)
+
+        monkeypatch.setattr(coldreads.OpenedFile, "__init__", counted)
+        monkeypatch.setattr(coldreads, "frames_of", lambda *a: pytest.fail("tiered rows were re-framed"))
+        assert _events(store) == want
+        assert len(opened) == len(set(opened)) >= 2, "a file was opened twice in one read"
+        assert None in {e[1] for e in want} and store._engine.cold.loads > 8
+        assert _events(store, serializer=_Numbered()) == want_text
+        assert sorted(ev.event for ev in store.read_slice("iot", "s")) == sorted(e[0] for e in want)
+        group = store.create_reader_group("g", [("iot", "s")])
+        seen = []
+        with group.create_reader("r1") as r:
+            while len(seen) < len(want) // 2:
+                ev = r.read_next_event(timeout=5)
+                assert ev is not None
+                if ev.event is not None:
+                    seen.append((ev.event, ev.routing_key, ev.segment_id, ev.offset))
+        # r1 left the group at its exact position: r2 goes on from there, nothing twice
+        with group.create_reader("r2") as r2:
+            while len(seen) < len(want):
+                ev = r2.read_next_event(timeout=5)
+                assert ev is not None, f"the group stopped after {len(seen)} events"
+                if ev.event is not None:
+                    seen.append((ev.event, ev.routing_key, ev.segment_id, ev.offset))
+        assert sorted(seen, key=lambda e: (e[2], e[3])) == [e[:4] for e in want]
+
+
+def test_the_first_read_of_tiered_history_starts_loading_the_next_two_row_groups(tmp_path, monkeypatch):
+    from pravega_embedded.tiering import coldreads, rows
+
+    monkeypatch.setattr(rows, "ROW_GROUP_BYTES", 256 << 10)
+    path = tmp_path / "data"
+    opts = dict(durability="none", roll_bytes=MiB, tier2_file_bytes=4 * MiB, tail_cache_bytes=0)
+    with pe.open(path, **opts) as store:
+        fill(store, n=3000)
+        tier_and_reclaim(store, path)
+    with pe.open(path, **opts) as store:
+        cold = store._engine.cold
+        with store.create_reader("iot", "s") as r:
+            assert r.read_next_event(timeout=0) is not None
+            deadline = time.monotonic() + 30
+            while cold.loads < 1 + coldreads.AHEAD and time.monotonic() < deadline:
+                time.sleep(0.01)
+            assert cold.loads == 1 + coldreads.AHEAD  # that group, and the next two; no more
+            time.sleep(0.2)
+            assert cold.loads == 1 + coldreads.AHEAD
+
+
+def test_a_failed_read_of_an_open_tier2_file_is_a_storage_error_and_the_next_read_reopens_it(
+        tmp_path, monkeypatch):
+    import errno
+
+    import pyarrow.parquet as pq
+
+    from pravega_embedded.errors import StorageError
+
+    path = tmp_path / "data"
+    opts = dict(durability="none", roll_bytes=MiB, tier2_file_bytes=MiB, tail_cache_bytes=0)
+    with pe.open(path, **opts) as store:
+        want = fill(store, n=3000)
+        tier_and_reclaim(store, path)
+    with pe.open(path, **opts) as store:
+        real = pq.ParquetFile.read_row_groups
+        failures = []
+
+        def failing_once(self, *a, **k):
+            if not failures:
+                failures.append(1)
+                raise OSError(errno.EIO, "Input/output error")
+            return real(self, *a, **k)
+
+        monkeypatch.setattr(pq.ParquetFile, "read_row_groups", failing_once)
+        with pytest.raises(StorageError, match="Input/output error"):
+            read_all(store)
+        assert sorted(read_all(store)) == sorted(want)
+
+
 def test_slices_of_reclaimed_history_to_arrow_come_straight_from_the_parquet_columns(tmp_path, monkeypatch):
     """``read_slice().to_arrow()`` of history only in tier 2 reads each file's range in bulk
     (no frames rebuilt, no row-group cache) and returns exactly the table the journal gave:
@@ -310,4 +429,4 @@ def test_a_forged_file_with_a_gap_between_rows_is_corrupt_data_for_slices_and_re
         with pytest.raises(CorruptDataError, match="do not cover"):
             store.read_slice("iot", "s").to_arrow()
         with pytest.raises(CorruptDataError, match="do not cover"):
-            read_all(store)  # the reader's path: frames rebuilt in C, which checks the offsets
+            read_all(store)  # the reader's path: rows checked in C (pe_rows_check)
