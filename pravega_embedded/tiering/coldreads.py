@@ -26,9 +26,15 @@ Invariants:
      StorageError (``parquetfile``).
   5. Read-ahead: a read of a chunk loads the ``AHEAD`` row groups after it (up to the
      segment's tiered end) in one background thread, those the cache has room for beside
-     what it holds (their sizes from the footer); a read of such an offset waits for it
-     instead of loading it twice. A failed read-ahead is logged (DEBUG) and dropped: the
-     reader's own load of the offset raises the error.
+     that chunk and the read-aheads under way (older chunks make room; a row group is taken to
+     be as large as its footer says, and at least as the chunk read); a read of such an offset
+     waits for it instead of loading it twice. What follows a chunk is planned from the
+     layouts of files already opened: a read of a cached chunk does no tier-2 I/O. A failed
+     read-ahead is logged (DEBUG) and dropped: the reader's own load of the offset raises the
+     error.
+  7. A forgotten segment's open files are closed (``forget``: its files changed; and
+     ``forget_stream`` before a deleted stream's tier-2 folder is deleted), and a file opened
+     across a ``forget`` or after ``close`` is not kept open.
   6. ``table`` (slices to Arrow) serves a tiered range straight from the Parquet columns,
      bypassing the cache, its row groups decoded side by side: the rows of ``[start, end)``
      exactly, checked as in invariant 1 (the first at ``start``, the last ending at ``end``),
@@ -73,6 +79,7 @@ LOG = logging.getLogger("pravega_embedded.tiering")
 CACHE_BYTES = 256 << 20
 AHEAD = 2  # row groups read ahead of the one read
 OPENED = 16  # files kept open (their footers checked), of those last read
+LAYOUTS = 4096  # row-group layouts kept (for read-ahead), of the files last opened
 READ_BYTES = 1 << 20  # at most this much of a chunk per read (whole frames; a longer one whole)
 
 
@@ -200,6 +207,9 @@ class ColdReads:
         self._chunks: OrderedDict[tuple[int, int], _Chunk] = OrderedDict()  # LRU
         self._starts: dict[int, list[int]] = {}  # uid -> sorted starts of its cached chunks
         self._opened: OrderedDict[tuple[int, int, int], OpenedFile] = OrderedDict()  # LRU
+        # (uid, first, end) -> each row group's first offset and size, of files opened (LRU)
+        self._layouts: OrderedDict[tuple[int, int, int], tuple[tuple[int, ...] | None, tuple[int, ...]]] = OrderedDict()
+        self._forgets: dict[int, int] = {}  # uid -> times forgotten (a file opened across it is not kept)
         self._bytes = 0
         # (uid, offset) -> a read-ahead under way and the bytes it will take
         self._ahead: dict[tuple[int, int], tuple[Future[None], int]] = {}
@@ -256,16 +266,29 @@ class ColdReads:
         return pa.concat_tables(parts) if parts else SLICE_SCHEMA.empty_table()
 
     def forget(self, uid: int) -> None:
-        """Drop what is known of segment ``uid`` (its files changed: retention, deletion)."""
+        """Drop what is known of segment ``uid`` (its files changed: retention, deletion) and
+        close its open files."""
         with self._lock:
             self._files.pop(uid, None)
+            self._forgets[uid] = self._forgets.get(uid, 0) + 1  # a file opened meanwhile: not kept
             gone = [self._opened.pop(k) for k in [k for k in self._opened if k[0] == uid]]
+            for k in [k for k in self._layouts if k[0] == uid]:
+                del self._layouts[k]
             for start in self._starts.pop(uid, []):
                 chunk = self._chunks.pop((uid, start), None)
                 if chunk is not None:
                     self._bytes -= chunk.nbytes
         for opened in gone:
             opened.close()
+
+    def forget_stream(self, scope: str, stream: str) -> None:
+        """Close the open files of a deleted stream (before its tier-2 folder is deleted: a file
+        held open would keep its disk space, or its folder on NFS); its segments are never read
+        again, so their chunks just age out of the cache."""
+        with self._lock:
+            uids = {k[0] for k, o in self._opened.items() if o.names == (scope, stream)}
+        for uid in uids:
+            self.forget(uid)
 
     def close(self) -> None:
         """Stop reading ahead (a load in progress finishes first) and close the open files.
@@ -293,7 +316,7 @@ class ColdReads:
                 chunk = self._cached(uid, offset)
         if chunk is None:
             chunk = self._insert(uid, self._load(seg, self._file(seg, offset), offset))
-        self._read_ahead(seg, chunk.start)
+        self._read_ahead(seg, chunk)
         return chunk
 
     def _cached(self, uid: int, offset: int) -> _Chunk | None:
@@ -319,25 +342,26 @@ class ColdReads:
             self._evict(key)
             return chunk
 
-    def _read_ahead(self, seg: "Segment", offset: int) -> None:
-        """Invariant 5: load the ``AHEAD`` row groups after the one holding ``offset`` in the
-        background, once each, while the cache has room for them."""
+    def _read_ahead(self, seg: "Segment", chunk: _Chunk) -> None:
+        """Invariant 5: load the ``AHEAD`` row groups after ``chunk`` in the background, once
+        each, while the cache has room for them beside ``chunk`` (older chunks make room)."""
         uid = seg.uid
         tiered = self._engine.tiered.get(uid, 0)
-        at = offset
+        at = chunk.start
         for _ in range(AHEAD):
             try:
                 nxt, size = self._next_group(seg, at)
             except Exception as exc:  # noqa: BLE001 - the reader's own load raises it (invariant 5)
                 LOG.debug("read-ahead of segment %s after %d: %s", seg.name, at, exc)
                 return
-            if nxt >= tiered:
-                return  # the rest is in the journal (or not tiered yet)
+            if nxt is None or nxt >= tiered:
+                return  # not known yet, or the rest is in the journal (or not tiered yet)
+            size = max(size, chunk.nbytes)  # a footer's sizes are encoded sizes: too small
             with self._lock:
                 if self._closed:
                     return
                 if (uid, nxt) not in self._ahead and not self._holds(uid, nxt):
-                    if self._bytes + self._ahead_bytes + size > self.cache_bytes:
+                    if chunk.nbytes + self._ahead_bytes + size > self.cache_bytes:
                         return  # no room for it beside what is read now
                     if self._pool is None:
                         self._pool = ThreadPoolExecutor(1, thread_name_prefix="pe-cold-read-ahead")
@@ -345,16 +369,20 @@ class ColdReads:
                     self._ahead_bytes += size
             at = nxt
 
-    def _next_group(self, seg: "Segment", offset: int) -> tuple[int, int]:
+    def _next_group(self, seg: "Segment", offset: int) -> tuple[int | None, int]:
         """Where the row group after the one holding ``offset`` starts, and about how many
-        bytes it takes decoded (its footer's size; ``ROW_GROUP_BYTES`` across files)."""
+        bytes it takes (its footer's size; ``ROW_GROUP_BYTES`` across files), from the layouts
+        of the files already opened: None if that file's is not known (no tier-2 I/O here)."""
         f = self._file(seg, offset)
-        opened = self._open(seg, f)
-        firsts = opened.firsts
+        with self._lock:
+            layout = self._layouts.get((seg.uid, f.first, f.end))
+        if layout is None:
+            return None, 0
+        firsts, sizes = layout
         if firsts is not None:
             j = bisect_right(firsts, offset)
             if j < len(firsts):
-                return firsts[j], opened.sizes[j]
+                return firsts[j], sizes[j]
         return f.end, ROW_GROUP_BYTES
 
     def _holds(self, uid: int, offset: int) -> bool:
@@ -421,26 +449,31 @@ class ColdReads:
 
     def _open(self, seg: "Segment", f: TieredFile) -> OpenedFile:
         """``f`` open for reads of its row groups (its footer checked), kept among the
-        ``OPENED`` last used (one opened at a time: another thread asking waits for it)."""
+        ``OPENED`` last used (two threads may open it at once: the second copy is dropped).
+        A file opened while the segment was forgotten, or after ``close``, is not kept."""
         key = (seg.uid, f.first, f.end)
         with self._lock:
             opened = self._opened.get(key)
             if opened is not None:
                 self._opened.move_to_end(key)
                 return opened
+            forgets = self._forgets.get(seg.uid, 0)
         st = seg.stream
         opened = OpenedFile(self.target, st.scope, st.name, f)
+        gone = []
         with self._lock:
             if key in self._opened:  # another thread opened it meanwhile: use that one
-                gone = [opened]
+                gone.append(opened)
                 opened = self._opened[key]
-            else:
+            elif not self._closed and self._forgets.get(seg.uid, 0) == forgets:
                 self._opened[key] = opened
-                gone = []
+                self._layouts[key] = (opened.firsts, opened.sizes)
                 while len(self._opened) > OPENED:
                     gone.append(self._opened.popitem(last=False)[1])
+                while len(self._layouts) > LAYOUTS:
+                    self._layouts.popitem(last=False)
         for g in gone:
-            g.close()  # outside the cache's lock: it waits for a read in progress
+            g.close(wait=False)  # a read in progress on it closes nothing: its handle is freed later
         return opened
 
     def _load(self, seg: "Segment", f: TieredFile, offset: int) -> _Chunk:

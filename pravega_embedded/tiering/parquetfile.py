@@ -265,9 +265,19 @@ class OpenedFile:
                 self._close()  # a failed read leaves no handle in doubt: the next one reopens
                 raise _parse_error(exc, self._where, "read a tier-2 file") from exc
 
-    def close(self) -> None:
-        with self.lock:
-            self._close()
+    @property
+    def names(self) -> tuple[str, str]:
+        """The file's scope and stream."""
+        return self._scope, self._stream
+
+    def close(self, *, wait: bool = True) -> None:
+        """Close the handle (a later read opens it again); with ``wait=False`` only if no
+        read is in progress (that read's handle is then freed with the object)."""
+        if self.lock.acquire(blocking=wait):
+            try:
+                self._close()
+            finally:
+                self.lock.release()
 
     def _open(self, md: "pq.FileMetaData | None") -> pq.ParquetFile:
         """Open the file (lock held); without ``md``, read and check its footer."""
@@ -313,6 +323,16 @@ def _read_parallel(target: Tier2Target, rel: str, md: pq.FileMetaData, groups: l
 
 _POOL_LOCK = threading.Lock()
 _POOL: ThreadPoolExecutor | None = None
+
+
+def _forget_pool_after_fork() -> None:
+    """A forked child has none of the pool's threads: it starts a pool of its own."""
+    global _POOL, _POOL_LOCK
+    _POOL, _POOL_LOCK = None, threading.Lock()
+
+
+if hasattr(os, "register_at_fork"):
+    os.register_at_fork(after_in_child=_forget_pool_after_fork)
 
 
 def _reader_pool() -> ThreadPoolExecutor:

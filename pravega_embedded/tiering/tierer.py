@@ -309,6 +309,7 @@ class Tierer:
         for key in meta.tier2_deletions():
             scope, stream = key.split("/", 1)
             LOG.info("deleting the tier-2 data of deleted stream %s", key)
+            self.cold.forget_stream(scope, stream)  # no file of it stays open
             self.target.delete_tree(stream_dir(scope, stream))
             meta.tier2_deleted(key)
 

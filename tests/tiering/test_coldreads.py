@@ -385,6 +385,130 @@ def test_a_failed_read_of_an_open_tier2_file_is_a_storage_error_and_the_next_rea
         assert sorted(read_all(store)) == sorted(want)
 
 
+def test_reads_of_cached_history_open_no_tier2_file_whatever_the_number_of_segments(tmp_path, monkeypatch):
+    """A reader going round more segments than files are kept open reads what is cached
+    without opening a tier-2 file (the read-ahead plans from the layouts of files already
+    opened)."""
+    from pravega_embedded.tiering import coldreads
+
+    path = tmp_path / "data"
+    opts = dict(durability="none", roll_bytes=MiB, tier2_file_bytes=MiB, tail_cache_bytes=0)
+    with pe.open(path, **opts) as store:
+        store.create_scope("iot")
+        n_segs = coldreads.OPENED + 8
+        store.create_stream("iot", "s", pe.StreamConfiguration(scaling=pe.ScalingPolicy.fixed(n_segs)))
+        with store.create_writer("iot", "s") as w:
+            for i in range(n_segs * 150):
+                w.write_event(b"%06d-" % i + os.urandom(2000), routing_key=f"k{i}")
+        tier_and_reclaim(store, path)
+    with pe.open(path, **opts) as store:
+        want = read_all(store)  # every row group is cached now (a few MiB in all)
+        opened = []
+        real = coldreads.OpenedFile.__init__
+
+        def counted(self, *a):
+            opened.append(a[-1].name)
+            real(self, *a)
+
+        monkeypatch.setattr(coldreads.OpenedFile, "__init__", counted)
+        loads = store._engine.cold.loads
+        assert read_all(store) == want and len(want) == n_segs * 150
+        assert opened == [] and store._engine.cold.loads == loads
+
+
+def test_deleting_a_stream_closes_its_open_tier2_files(tmp_path):
+    path = tmp_path / "data"
+    opts = dict(durability="none", roll_bytes=MiB, tier2_file_bytes=MiB, tail_cache_bytes=0)
+
+    def held() -> list[str]:
+        fds = Path("/proc/self/fd")
+        out = []
+        for fd in fds.iterdir():
+            try:
+                target = os.readlink(fd)
+            except OSError:
+                continue
+            if "/scope=iot/stream=s/" in target:
+                out.append(target)
+        return out
+
+    with pe.open(path, **opts) as store:
+        fill(store, n=3000)
+        tier_and_reclaim(store, path)
+        read_all(store)
+        assert held(), "the reads kept no tier-2 file open"
+        store.delete_stream("iot", "s")
+        store.flush_tier2()  # its round deletes the stream's tier-2 folder
+        assert not (path / "tier2" / "scope=iot" / "stream=s").exists()
+        assert held() == []
+
+
+def test_multi_row_group_reads_work_in_a_forked_child(tmp_path, monkeypatch):
+    import multiprocessing
+
+    from pravega_embedded.tiering import rows
+    from pravega_embedded.tiering.manifest import latest_manifest
+    from pravega_embedded.tiering.parquetfile import read_segment_file
+    from pravega_embedded.tiering.target import Tier2Target
+
+    monkeypatch.setattr(rows, "ROW_GROUP_BYTES", 256 << 10)
+    path = tmp_path / "data"
+    opts = dict(durability="none", roll_bytes=MiB, tier2_file_bytes=4 * MiB, tail_cache_bytes=0)
+    with pe.open(path, **opts) as store:
+        fill(store, n=3000)
+        tier_and_reclaim(store, path)
+    target = Tier2Target(str(path / "tier2"))
+    m = latest_manifest(target, "iot", "s")
+    f = max(m.files, key=lambda f: f.end - f.first)
+    assert read_segment_file(target, "iot", "s", f).num_rows == f.events  # the pool is started
+
+    def child(q):
+        q.put(read_segment_file(target, "iot", "s", f).num_rows)
+
+    ctx = multiprocessing.get_context("fork")
+    q = ctx.Queue()
+    p = ctx.Process(target=child, args=(q,))
+    p.start()
+    p.join(120)
+    if p.is_alive():
+        p.kill()
+        pytest.fail("a multi-row-group read hung in a forked child")
+    assert p.exitcode == 0 and q.get(timeout=5) == f.events
+
+
+def test_read_ahead_goes_on_once_the_cache_is_full(tmp_path, monkeypatch):
+    """A sequential read longer than the cache keeps reading ahead: older chunks make room."""
+    import threading
+
+    from pravega_embedded.tiering import coldreads, rows
+
+    monkeypatch.setattr(rows, "ROW_GROUP_BYTES", 256 << 10)
+    monkeypatch.setattr(coldreads.ColdReads.__init__, "__defaults__", (2 * MiB,))  # cache_bytes
+    path = tmp_path / "data"
+    opts = dict(durability="none", roll_bytes=MiB, tier2_file_bytes=4 * MiB, tail_cache_bytes=0)
+    loads: list[str] = []
+    real = coldreads.ColdReads._load
+
+    def counted(self, seg, f, offset):
+        loads.append(threading.current_thread().name)
+        return real(self, seg, f, offset)
+
+    with pe.open(path, **opts) as store:
+        store.create_scope("iot")
+        store.create_stream("iot", "s")  # one segment: one long sequential read
+        want = [b"%06d-" % i + os.urandom(1000) for i in range(12_000)]
+        with store.create_writer("iot", "s") as w:
+            for ev in want:
+                w.write_event(ev)
+        tier_and_reclaim(store, path)
+    monkeypatch.setattr(coldreads.ColdReads, "_load", counted)
+    with pe.open(path, **opts) as store:
+        assert store._engine.cold.cache_bytes == 2 * MiB
+        assert read_all(store) == want
+    half = loads[len(loads) // 2:]
+    assert len(loads) > 20 and sum(n.startswith("pe-cold-read-ahead") for n in half) >= len(half) // 2
+
+
 def test_slices_of_reclaimed_history_to_arrow_come_straight_from_the_parquet_columns(tmp_path, monkeypatch):
     """``read_slice().to_arrow()`` of history only in tier 2 reads each file's range in bulk
     (no frames rebuilt, no row-group cache) and returns exactly the table the journal gave:
