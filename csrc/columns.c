@@ -83,6 +83,28 @@ int pe_frames_to_columns(const char *buf, uint64_t len, uint32_t n, const uint32
     return PE_OK;
 }
 
+/* Row i of tier-2 columns (the arguments of pe_columns_to_frames): its payload and key lengths
+ * (*has_key 0 for a null key), checked: the array offsets do not decrease (PE_ERR_INVAL), the
+ * lengths fit a frame and the row starts `pos` bytes after row 0 (PE_ERR_CORRUPT). */
+static int row_at(uint32_t i, const int32_t *payload_offsets, const int32_t *key_offsets,
+                  const uint8_t *key_validity, uint64_t key_bit0, const int64_t *row_offsets,
+                  uint64_t pos, uint64_t *pl, uint64_t *kl, int *has_key)
+{
+    int64_t p0 = payload_offsets[i], p1 = payload_offsets[i + 1];
+    int64_t k0 = key_offsets[i], k1 = key_offsets[i + 1];
+    if (p1 < p0 || k1 < k0)
+        return PE_ERR_INVAL;
+    uint64_t b = key_bit0 + i;
+    *has_key = key_validity == NULL || (key_validity[b >> 3] >> (b & 7)) & 1;
+    *pl = (uint64_t)(p1 - p0);
+    *kl = *has_key ? (uint64_t)(k1 - k0) : 0;
+    if (*pl > UINT32_MAX || *kl >= 65535)
+        return PE_ERR_CORRUPT;
+    if ((uint64_t)row_offsets[i] - (uint64_t)row_offsets[0] != pos)
+        return PE_ERR_CORRUPT;
+    return PE_OK;
+}
+
 int pe_columns_to_frames(uint32_t n, const int32_t *payload_offsets, const char *payload_data,
                          const int32_t *key_offsets, const char *key_data,
                          const uint8_t *key_validity, uint64_t key_bit0, const int64_t *row_offsets,
@@ -93,18 +115,14 @@ int pe_columns_to_frames(uint32_t n, const int32_t *payload_offsets, const char 
         return PE_ERR_INVAL;
     uint64_t pos = 0;
     for (uint32_t i = 0; i < n; i++) {
-        int64_t p0 = payload_offsets[i], p1 = payload_offsets[i + 1];
-        int64_t k0 = key_offsets[i], k1 = key_offsets[i + 1];
-        if (p1 < p0 || k1 < k0 || (p1 > p0 && payload_data == NULL) || (k1 > k0 && key_data == NULL))
+        uint64_t pl, kl;
+        int has_key;
+        int rc = row_at(i, payload_offsets, key_offsets, key_validity, key_bit0, row_offsets, pos,
+                        &pl, &kl, &has_key);
+        if (rc != PE_OK)
+            return rc;
+        if ((pl && payload_data == NULL) || (kl && key_data == NULL))
             return PE_ERR_INVAL;
-        uint64_t b = key_bit0 + i;
-        int has_key = key_validity == NULL || (key_validity[b >> 3] >> (b & 7)) & 1;
-        uint64_t pl = (uint64_t)(p1 - p0);
-        uint64_t kl = has_key ? (uint64_t)(k1 - k0) : 0;
-        if (pl > UINT32_MAX || kl >= 65535)
-            return PE_ERR_CORRUPT;
-        if ((uint64_t)row_offsets[i] - (uint64_t)row_offsets[0] != pos)
-            return PE_ERR_CORRUPT;
         uint64_t flen = 6 + kl + pl;
         if (out_cap - pos < flen)
             return PE_ERR_INVAL;
@@ -115,9 +133,9 @@ int pe_columns_to_frames(uint32_t n, const int32_t *payload_offsets, const char 
         o[2] = (char)((pl32 >> 16) & 0xff); o[3] = (char)(pl32 >> 24);
         o[4] = (char)(kl16 & 0xff); o[5] = (char)(kl16 >> 8);
         if (kl)
-            memcpy(o + 6, key_data + k0, kl);
+            memcpy(o + 6, key_data + key_offsets[i], kl);
         if (pl)
-            memcpy(o + 6 + kl, payload_data + p0, pl);
+            memcpy(o + 6 + kl, payload_data + payload_offsets[i], pl);
         pos += flen;
     }
     *out_len = pos;
@@ -133,18 +151,12 @@ int pe_rows_check(uint32_t n, const int32_t *payload_offsets, const int32_t *key
         return PE_ERR_INVAL;
     uint64_t pos = 0;
     for (uint32_t i = 0; i < n; i++) {
-        int64_t p0 = payload_offsets[i], p1 = payload_offsets[i + 1];
-        int64_t k0 = key_offsets[i], k1 = key_offsets[i + 1];
-        if (p1 < p0 || k1 < k0)
-            return PE_ERR_INVAL;
-        uint64_t b = key_bit0 + i;
-        int has_key = key_validity == NULL || (key_validity[b >> 3] >> (b & 7)) & 1;
-        uint64_t pl = (uint64_t)(p1 - p0);
-        uint64_t kl = has_key ? (uint64_t)(k1 - k0) : 0;
-        if (pl > UINT32_MAX || kl >= 65535)
-            return PE_ERR_CORRUPT;
-        if ((uint64_t)row_offsets[i] - (uint64_t)row_offsets[0] != pos)
-            return PE_ERR_CORRUPT;
+        uint64_t pl, kl;
+        int has_key;
+        int rc = row_at(i, payload_offsets, key_offsets, key_validity, key_bit0, row_offsets, pos,
+                        &pl, &kl, &has_key);
+        if (rc != PE_OK)
+            return rc;
         pos += 6 + kl + pl;
     }
     *out_len = pos;

@@ -335,8 +335,10 @@ def test_readers_of_reclaimed_history_make_events_straight_from_the_columns(tmp_
         assert sorted(seen, key=lambda e: (e[2], e[3])) == [e[:4] for e in want]
 
 
-def test_the_first_read_of_tiered_history_starts_loading_the_next_two_row_groups(tmp_path, monkeypatch):
-    from pravega_embedded.tiering import coldreads, rows
+def tiered_in_row_groups(tmp_path, monkeypatch) -> tuple[Path, dict]:
+    """A store whose 3000 events are only in tier 2, in files of several 256 KiB row groups:
+    (its path, the options to open it with)."""
+    from pravega_embedded.tiering import rows
 
     monkeypatch.setattr(rows, "ROW_GROUP_BYTES", 256 << 10)
     path = tmp_path / "data"
@@ -344,6 +346,13 @@ def test_the_first_read_of_tiered_history_starts_loading_the_next_two_row_groups
     with pe.open(path, **opts) as store:
         fill(store, n=3000)
         tier_and_reclaim(store, path)
+    return path, opts
+
+
+def test_the_first_read_of_tiered_history_starts_loading_the_next_two_row_groups(tmp_path, monkeypatch):
+    from pravega_embedded.tiering import coldreads
+
+    path, opts = tiered_in_row_groups(tmp_path, monkeypatch)
     with pe.open(path, **opts) as store:
         cold = store._engine.cold
         with store.create_reader("iot", "s") as r:
@@ -446,17 +455,11 @@ def test_deleting_a_stream_closes_its_open_tier2_files(tmp_path):
 def test_multi_row_group_reads_work_in_a_forked_child(tmp_path, monkeypatch):
     import multiprocessing
 
-    from pravega_embedded.tiering import rows
     from pravega_embedded.tiering.manifest import latest_manifest
     from pravega_embedded.tiering.parquetfile import read_segment_file
     from pravega_embedded.tiering.target import Tier2Target
 
-    monkeypatch.setattr(rows, "ROW_GROUP_BYTES", 256 << 10)
-    path = tmp_path / "data"
-    opts = dict(durability="none", roll_bytes=MiB, tier2_file_bytes=4 * MiB, tail_cache_bytes=0)
-    with pe.open(path, **opts) as store:
-        fill(store, n=3000)
-        tier_and_reclaim(store, path)
+    path, _ = tiered_in_row_groups(tmp_path, monkeypatch)
     target = Tier2Target(str(path / "tier2"))
     m = latest_manifest(target, "iot", "s")
     f = max(m.files, key=lambda f: f.end - f.first)
