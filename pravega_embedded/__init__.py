@@ -17,6 +17,8 @@ Layout (dependencies point one way, top to bottom):
                    service behind ``store.create_reader_group``)
 - ``tiering``      tier 2: Parquet files and manifests copied in the background (registers
                    the tierer ``pe.open`` starts)
+- ``remote``       many processes on one store: the owner serves it on a unix socket; ``pe.open``
+                   in another process returns a ``RemoteStore`` connected to it
 - ``spark``, ``cli``             built on the public API
 
 Quick start::
@@ -49,10 +51,11 @@ from .readergroup import (
 )
 from .segment import SegmentInfo
 from .serializers import BytesSerializer, JsonSerializer, TextSerializer
-from .store import Store, open, open_temporary
+from .store import Store, open_temporary
 from .stream import EpochInfo, SegmentRange, StreamInfo
 from .streamcut import StreamCut
 from .tiering import Tier2Slice, Tier2Store, Tier2StreamInfo, TieringStatus, open_tier2
+from .remote import RemoteReader, RemoteStore, RemoteWriter, open
 from .transactions import Transaction, TransactionalEventStreamWriter, TxnStatus
 from .watch import SegmentCountChange, SegmentWatcher
 from .watermarks import TimeWindow
@@ -70,6 +73,9 @@ __all__ = [
     "open_temporary",
     "open_tier2",
     "Store",
+    "RemoteStore",
+    "RemoteWriter",
+    "RemoteReader",
     "Tier2Store",
     "Tier2StreamInfo",
     "Tier2Slice",

@@ -45,6 +45,10 @@ OSError and LMDB errors (``translate``) both go through it.
     │   ├── ReaderClosedError
     │   └── ReaderGroupClosedError
     ├── StoreLockedError                  (BlockingIOError) another process holds the store
+    ├── ConnectionLostError               (ConnectionError) the owner of a shared store went away
+    ├── ProtocolError                     (ConnectionError) bytes on a connection that are not
+    │                                                     the wire protocol (or over its limits)
+    ├── PermissionDeniedError             (PermissionError) not authenticated, or not allowed
     ├── StorageError                      (OSError)      the disk failed (errno attached)
     │   ├── StorageFullError                              ENOSPC: nothing acknowledged is lost
     │   │   └── LocalBudgetError                          local_budget reached: tier 2 is behind
@@ -101,6 +105,9 @@ __all__ = [
     "ReaderClosedError",
     "ReaderGroupClosedError",
     "StoreLockedError",
+    "ConnectionLostError",
+    "ProtocolError",
+    "PermissionDeniedError",
     "StorageError",
     "StorageFullError",
     "StoragePermissionError",
@@ -266,6 +273,24 @@ class StoreLockedError(PravegaEmbeddedError, BlockingIOError):
         super().__init__(message)
         self.path = path
         self.pid = pid
+
+
+class ConnectionLostError(PravegaEmbeddedError, ConnectionError):
+    """The connection to the process that owns a shared store (or to a server) was lost: the
+    owner exited or died, or the network failed. What was acknowledged before is durable; open
+    the store again (it connects to the new owner or becomes it) and re-create writers with the
+    same ``writer_id``: they resume from ``last_sequence`` and resent events are dropped."""
+
+
+class ProtocolError(PravegaEmbeddedError, ConnectionError):
+    """Bytes on a connection that are not the wire protocol (docs/wire-protocol.md): a bad
+    magic, an unknown version or message kind, a frame over its size limit, a truncated
+    message. The connection is closed."""
+
+
+class PermissionDeniedError(PravegaEmbeddedError, PermissionError):
+    """The server refused: no or a wrong token, another user on a unix socket, or a request
+    outside the token's permissions (read / write / admin on a scope or stream)."""
 
 
 class StorageError(PravegaEmbeddedError, OSError):

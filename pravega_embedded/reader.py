@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import threading
 import time
+from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any, Iterator
 
 from .errors import (
@@ -87,6 +88,7 @@ class EventStreamReader:
         self._closed = False
         self._chunk_lock = threading.Lock()  # installing / taking the buffered chunk, close
         self._window: TimeWindow | None = None
+        self._ended = False  # a read found everything up to the end read
 
     def _adopt(self) -> None:
         """Take in segments created since the last look (all of them at creation)."""
@@ -219,6 +221,7 @@ class EventStreamReader:
             if progressed:
                 continue
             if done:
+                self._ended = True
                 return None
             remaining = None if deadline is None else deadline - time.monotonic()
             if remaining is not None and remaining <= 0:
@@ -258,12 +261,31 @@ class EventStreamReader:
             pos[ev.segment_id] = min(pos[ev.segment_id], ev.offset)
         return pos
 
+    @property
+    def at_end(self) -> bool:
+        """True once a read returned None because everything up to the end was read (the end
+        cut, or the end of a sealed stream): no later read returns an event."""
+        return self._ended
+
     def position(self) -> "StreamCut":
         """The StreamCut just after the last event returned."""
         from .streamcut import StreamCut
         from .topology import frontier
         segs = {sid: src.seg for sid, src in self._src.items()}
         return StreamCut.of(self.scope, self.stream, frontier(segs, self._returned()))
+
+    def position_before(self, unreturned: Mapping[int, int]) -> "StreamCut":
+        """The StreamCut just before events this reader returned that its caller has not taken
+        yet (``{segment_id: offset of the first such event}``): where a proxy that reads ahead
+        (a client of a shared store) stands."""
+        from .streamcut import StreamCut
+        from .topology import frontier
+        pos = self._returned()
+        for sid, off in unreturned.items():
+            if sid in pos and isinstance(off, int):
+                pos[sid] = min(pos[sid], off)
+        segs = {sid: src.seg for sid, src in self._src.items()}
+        return StreamCut.of(self.scope, self.stream, frontier(segs, pos))
 
     def get_current_time_window(self) -> "TimeWindow":
         """The event-time window at this reader's position: ``TimeWindow(lower, upper)`` from

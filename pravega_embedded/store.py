@@ -53,6 +53,7 @@ from .errors import (
     WriterExistsError,
 )
 from .events import EventPointer, EventRead
+from .failstop import STREAMS_LOG
 from .journal import DURABILITY_MODES
 from .largeevents import DEFAULT_LARGE_EVENT_LIMIT
 from .names import validate_scope, validate_stream, validate_writer_id
@@ -75,7 +76,7 @@ if TYPE_CHECKING:
     from .readergroup import ReaderGroup, ReaderGroupConfig
     from .tiering import TieringStatus
 
-__all__ = ["Store", "open", "open_temporary", "register_service", "register_tiering"]
+__all__ = ["Store", "open", "open_temporary", "register_service", "register_tiering", "register_server"]
 
 # Services of higher layers (reader groups), registered when their package is imported, so the
 # core offers ``store.create_reader_group`` without importing the layer above it.
@@ -97,6 +98,21 @@ class TieringService(Protocol):
 
 
 TIERED_EVENT_LIMIT = (1 << 31) - (1 << 16)  # the largest large_event_limit with tiering on
+
+
+class ServerService(Protocol):
+    """What the store needs of the layer that serves it to other processes (``remote``)."""
+
+    def close(self) -> None: ...
+
+
+_SERVER: list[Callable[["Store"], ServerService]] = []
+
+
+def register_server(factory: Callable[["Store"], ServerService]) -> None:
+    """Make ``factory(store)`` what serves a store to other processes (``remote.OwnerServer``);
+    a store opened with ``serve=True`` (the default) starts it once it is open."""
+    _SERVER[:] = [factory]
 
 _TIERING: list[Callable[[Engine, TieringOptions], TieringService]] = []
 
@@ -158,7 +174,8 @@ class Store:
                  tier2_options: Mapping[str, object] | None = None,
                  tier2_file_bytes: int = DEFAULT_FILE_BYTES, tier2_file_age: float = DEFAULT_FILE_AGE_S,
                  local_budget: int | None = None, local_budget_timeout: float = 60.0,
-                 tier2_delete_grace: float = 60.0, _temporary: bool = False) -> None:
+                 tier2_delete_grace: float = 60.0, serve: bool = True,
+                 _temporary: bool = False) -> None:
         _check_options(durability, roll_bytes, maintenance_interval, retention_interval, large_event_limit)
         tiering = _tiering_options(os.path.abspath(os.fspath(path)), tier2, tier2_options,
                                    tier2_file_bytes, tier2_file_age, local_budget,
@@ -177,6 +194,7 @@ class Store:
         self._temporary = _temporary
         self._services: dict[str, Any] = {}
         self._tiering: TieringService | None = None
+        self._server: ServerService | None = None
         self._dir = StoreDir.acquire(self.path)
         try:
             if self._dir.new:
@@ -208,6 +226,17 @@ class Store:
         self._bg.start()
         if self._tiering is not None:
             self._tiering.start()
+        if serve and not _temporary and _SERVER:
+            self._serve()
+
+    def _serve(self) -> None:
+        """Serve the store to other processes that open its directory (``remote``). A store
+        that cannot serve still works here; others then get StoreLockedError, as before."""
+        try:
+            self._server = _SERVER[0](self)
+        except OSError as exc:
+            STREAMS_LOG.warning("store %s: cannot serve it to other processes (%s); they will get "
+                                "StoreLockedError while it is open here", self.path, exc)
 
     def _open_engine(self) -> None:
         """Recover, start the services, take the first checkpoint, mark the store."""
@@ -693,6 +722,8 @@ class Store:
             return
         reported = e.latch.reported
         errors: list[BaseException] = []
+        if self._server is not None:  # clients first: their handles close while the store works
+            self._attempt(errors, self._server.close)
         with e.lock:  # engine invariant 6: no writer or reader is admitted from here on
             e.closing = True
             writers = list(e.writers)

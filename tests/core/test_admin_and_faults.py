@@ -115,7 +115,7 @@ def test_many_streams(store_path):
 def test_second_open_in_this_process(store_path):
     with pe.open(store_path, durability="none"):
         with pytest.raises(errors.StoreLockedError) as info:
-            pe.open(store_path, durability="none")
+            pe.open(store_path, durability="none", exclusive=True)
         assert str(os.getpid()) in str(info.value) and info.value.pid == os.getpid()
     pe.open(store_path, durability="none").close()  # released on close
 
@@ -125,7 +125,7 @@ def test_second_open_from_another_process(store_path):
         import sys
         import pravega_embedded as pe
         try:
-            pe.open({str(store_path)!r}, durability="none")
+            pe.open({str(store_path)!r}, durability="none", exclusive=True)
         except pe.errors.StoreLockedError as exc:
             print("LOCKED", exc.pid, exc)
             sys.exit(3)

@@ -39,7 +39,7 @@ def s(pe_store):
 def test_public_names():
     assert set(pe.__all__) == {
         "errors", "open", "open_temporary", "open_tier2", "Store", "StoreStatus", "TieringStatus",
-        "Tier2Store", "Tier2StreamInfo", "Tier2Slice", "BackgroundFailure",
+        "RemoteStore", "RemoteWriter", "RemoteReader", "Tier2Store", "Tier2StreamInfo", "Tier2Slice", "BackgroundFailure",
         "StreamConfiguration", "ScalingPolicy",
         "RetentionPolicy", "StreamInfo", "SegmentInfo", "EpochInfo", "SegmentRange", "SegmentCountChange", "SegmentWatcher", "TimeWindow", "TransactionalEventStreamWriter", "Transaction", "TxnStatus", "ByteStream", "StreamCut", "EventRead", "EventPointer",
         "EventStreamWriter", "EventStreamReader", "Slice", "BytesSerializer", "TextSerializer",
@@ -65,6 +65,8 @@ def test_exception_tree():
         "SegmentSealedError": RuntimeError, "TruncatedDataError": LookupError,
         "ClosedError": ValueError, "StoreClosedError": ValueError, "WriterClosedError": ValueError,
         "ReaderClosedError": ValueError, "StoreLockedError": BlockingIOError,
+        "ConnectionLostError": ConnectionError, "ProtocolError": ConnectionError,
+        "PermissionDeniedError": PermissionError,
         "StorageError": OSError, "StorageFullError": OSError, "CorruptDataError": OSError,
         "StoragePermissionError": PermissionError,
         "FormatVersionError": OSError, "DurabilityTimeoutError": TimeoutError, "TieringTimeoutError": TimeoutError,

@@ -1,4 +1,5 @@
-"""One process owns a store: a second open fails with StoreLockedError naming the holder's pid."""
+"""One process owns a store: a second exclusive open fails with StoreLockedError naming the
+holder's pid (a second plain open connects to the owner: tests/remote)."""
 
 from __future__ import annotations
 
@@ -20,7 +21,7 @@ TRY_OPEN = textwrap.dedent("""
     import sys
     import pravega_embedded as pe
     try:
-        store = pe.open(sys.argv[1], durability="none")
+        store = pe.open(sys.argv[1], durability="none", exclusive=True)
     except pe.errors.StoreLockedError as exc:
         print("LOCKED", exc.pid, isinstance(exc, BlockingIOError), exc.path)
         print("MESSAGE", exc)
@@ -50,14 +51,16 @@ def test_second_open_in_the_same_process(store_path):
     s = pe.open(store_path, durability="none")
     try:
         with pytest.raises(errors.StoreLockedError) as info:
-            pe.open(store_path, durability="none")
+            pe.open(store_path, durability="none", exclusive=True)
         exc = info.value
         assert isinstance(exc, BlockingIOError) and isinstance(exc, errors.PravegaEmbeddedError)
         assert exc.pid == os.getpid() and str(os.getpid()) in str(exc)
         assert str(store_path) in str(exc) and exc.path == str(store_path)
         with pytest.raises(errors.StoreLockedError):
-            pe.open(str(store_path) + "/", durability="fsync")  # same directory, other spelling
+            pe.open(str(store_path) + "/", durability="fsync", exclusive=True)  # other spelling
         s.create_scope("still-works")  # the failed open did not disturb the owner
+        with pe.open(str(store_path) + "/") as client:  # not exclusive: a client of the owner
+            assert isinstance(client, pe.RemoteStore) and client.list_scopes() == ["still-works"]
     finally:
         s.close()
     with pe.open(store_path, durability="none") as s2:
@@ -82,7 +85,7 @@ def test_we_cannot_open_a_store_another_process_holds(store_path):
     try:
         assert child.stdout.readline().strip() == "READY", child.stderr.read()
         with pytest.raises(errors.StoreLockedError) as info:
-            pe.open(store_path, durability="none")
+            pe.open(store_path, durability="none", exclusive=True)
         assert info.value.pid == child.pid
         assert str(child.pid) in str(info.value) and str(store_path) in str(info.value)
         assert "this process" not in str(info.value)
@@ -104,7 +107,7 @@ def test_lock_is_released_when_the_holder_is_killed(store_path):
     try:
         assert child.stdout.readline().strip() == "READY", child.stderr.read()
         with pytest.raises(errors.StoreLockedError):
-            pe.open(store_path, durability="none")
+            pe.open(store_path, durability="none", exclusive=True)
     finally:
         child.kill()
         child.wait()

@@ -1,0 +1,25 @@
+"""Many processes, one store: the owner serves its store to the other processes that open the
+same directory (docs/multiprocess.md; bytes in docs/wire-protocol.md).
+
+- ``wire``     frames, the handshake, the binary bodies; every parser capped and fuzzed
+- ``values``   typed values and errors as JSON
+- ``framing``  frames over a socket
+- ``session``  one connection's handles and allowed calls, in the owner
+- ``server``   the owner's unix socket, its threads, the peer check and the caps
+- ``client``   ``RemoteStore``, ``RemoteWriter``, ``RemoteReader``
+- ``opening``  ``pe.open``: own the store, or connect to its owner
+
+Importing this package registers the server with the store (``store.register_server``).
+"""
+
+from ..store import register_server
+from ..tiering import TieringStatus
+from .client import RemoteReader, RemoteStore, RemoteWriter
+from .opening import open
+from .server import OwnerServer
+from .values import register_value_type
+
+__all__ = ["open", "RemoteStore", "RemoteWriter", "RemoteReader", "OwnerServer"]
+
+register_server(OwnerServer)
+register_value_type(TieringStatus)

@@ -1,0 +1,620 @@
+"""A client of a shared store: the handle ``pe.open`` returns in a process that is not the
+owner, with the store's API, every call carried to the owner (docs/multiprocess.md).
+
+Owns: ``Connection`` (one socket, the handshake, request/answer, pipelined writes),
+``RemoteStore``, ``RemoteWriter`` and ``RemoteReader``.
+
+Invariants:
+  1. Each writer and each reader has a connection of its own, so a reader waiting at the tail
+     never holds up a writer or an admin call.
+  2. A writer numbers its events as the owner's writer would (``last_sequence + 1``, ...) and
+     sends them in batches (WRITE) without waiting; the owner writes them with those numbers,
+     so a batch resent to a new owner is dropped as a duplicate. A WRITE is answered only when
+     it fails; the failure is raised by the writer's next call.
+  3. ``flush`` returns once every event written before it is durable in the owner.
+  4. A reader takes events in batches; ``position()`` is just after the last event it
+     returned, not after the batch (``EventStreamReader.position_before`` in the owner).
+  5. The connection's loss raises ConnectionLostError from every call, and the handle is
+     dead: the application opens the store again.
+
+Thread-safety: every public method is thread-safe (a connection's lock is held for a whole
+request and answer; a writer's lock for its buffer).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import socket
+import threading
+import time
+from collections import deque
+from collections.abc import Iterator
+from typing import TYPE_CHECKING
+
+from ..errors import (
+    ConnectionLostError,
+    EventTooLargeError,
+    InvalidSequenceError,
+    PravegaEmbeddedError,
+    ProtocolError,
+    ReaderClosedError,
+    SerializationError,
+    StoreClosedError,
+    WriterClosedError,
+)
+from ..events import EventPointer, EventRead
+from ..routing import encode_key
+from ..serializers import Serializer, resolve
+from ..writer import MAX_EVENT_SIZE, MAX_PENDING_EVENTS
+from .framing import FramedSocket
+from .server import socket_path
+from .values import Handle, decode_error, dumps, loads
+from .wire import FRAME_MAX, Kind, WireEvent, encode_hello, encode_write, parse_events, parse_welcome
+
+if TYPE_CHECKING:
+    from ..background import StoreStatus
+    from ..config import StreamConfiguration
+    from ..stream import StreamInfo
+    from ..streamcut import StreamCut
+    from ..tiering import TieringStatus
+    from ..watermarks import TimeWindow
+
+__all__ = ["Connection", "RemoteStore", "RemoteWriter", "RemoteReader", "connect_local"]
+
+READ_BATCH = 1024  # events a reader asks for at once
+WRITE_INFLIGHT_BYTES = 8 << 20  # a writer sends batches up to this far ahead of its flushes
+
+
+class Connection:
+    """One socket to the owner of the store at ``path`` (invariant 5)."""
+
+    def __init__(self, path: str, timeout: float = 10.0) -> None:
+        self.path = path
+        dirfd = os.open(path, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
+        sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+        try:
+            sock.settimeout(timeout)
+            sock.connect(socket_path(dirfd))
+        except OSError as exc:
+            sock.close()
+            raise ConnectionLostError(f"cannot connect to the owner of store {path}: {exc}") from None
+        finally:
+            os.close(dirfd)
+        self._fs = FramedSocket(sock, f"the owner of store {path}")
+        self._lock = threading.Lock()
+        self._next = 1
+        self._write_errors: deque[PravegaEmbeddedError] = deque()
+        self._writes: set[int] = set()  # request ids of WRITEs not known to have failed
+        try:
+            self._fs.send(Kind.HELLO, 0, encode_hello())
+            header, body = self._fs.recv(FRAME_MAX)
+            if header.kind == Kind.ERROR:
+                raise decode_error(body)
+            if header.kind != Kind.WELCOME:
+                raise ProtocolError(f"the owner answered a HELLO with kind {header.kind}")
+            self.info = _welcome_info(parse_welcome(body).info)
+        except TimeoutError:
+            self._fs.close()
+            raise ConnectionLostError(f"the owner of store {path} did not answer within {timeout} s") from None
+        except BaseException:
+            self._fs.close()
+            raise
+        sock.settimeout(None)
+
+    def _request(self) -> int:
+        rid = self._next
+        self._next = rid + 1 if rid < 0xFFFFFFFF else 1
+        return rid
+
+    def call(self, handle: int, method: str, *args: object, **kwargs: object) -> object:
+        """A CALL and its answer's value (RESULT), or its error raised."""
+        body = dumps({"h": handle, "m": method, "a": list(args), "k": kwargs})
+        kind, answer = self._exchange(Kind.CALL, body)
+        if kind != Kind.RESULT:
+            raise ProtocolError(f"the owner answered {method} with kind {kind}")
+        return loads(answer)
+
+    def read(self, handle: int, method: str, *args: object) -> tuple[list[WireEvent], bool]:
+        """A CALL answered with EVENTS (a reader's read, fetch_event)."""
+        kind, answer = self._exchange(Kind.CALL, dumps({"h": handle, "m": method, "a": list(args)}))
+        if kind != Kind.EVENTS:
+            raise ProtocolError(f"the owner answered {method} with kind {kind}")
+        return parse_events(answer)
+
+    def _exchange(self, kind: int, body: bytes) -> tuple[int, bytes]:
+        with self._lock:
+            rid = self._request()
+            self._fs.send(kind, rid, body)
+            while True:
+                header, answer = self._fs.recv(FRAME_MAX)
+                if header.request == rid:
+                    break
+                self._late(header.kind, header.request, answer)
+        self.raise_write_error()
+        if header.kind == Kind.ERROR:
+            raise decode_error(answer)
+        return header.kind, answer
+
+    def _late(self, kind: int, request: int, body: bytes) -> None:
+        """An answer to an earlier WRITE: only failures are answered (invariant 2)."""
+        if kind != Kind.ERROR or request not in self._writes:
+            raise ProtocolError(f"the owner sent kind {kind} for request {request}, which is not waiting")
+        self._writes.discard(request)
+        self._write_errors.append(decode_error(body))
+
+    def write(self, body: bytes) -> None:
+        """Send a WRITE without waiting (invariant 2); first raise a failure of an earlier one."""
+        with self._lock:
+            while self._fs.readable():  # failures of earlier WRITEs, without blocking
+                header, answer = self._fs.recv(FRAME_MAX)
+                self._late(header.kind, header.request, answer)
+            self.raise_write_error()
+            rid = self._request()
+            if len(self._writes) > 100_000:
+                self._writes.clear()  # ids of WRITEs long since applied
+            self._writes.add(rid)
+            self._fs.send(Kind.WRITE, rid, body)
+
+    def raise_write_error(self) -> None:
+        if self._write_errors:
+            raise self._write_errors.popleft()
+
+    def close(self) -> None:
+        self._fs.close()
+
+    @property
+    def closed(self) -> bool:
+        return self._fs.closed
+
+
+def _welcome_info(text: str) -> dict[str, object]:
+    try:
+        info = json.loads(text)
+    except ValueError:
+        raise ProtocolError("a WELCOME's info is not JSON") from None
+    if not isinstance(info, dict):
+        raise ProtocolError("a WELCOME's info is not a JSON object")
+    return info
+
+
+def connect_local(path: str, deadline: float) -> "RemoteStore":
+    """A client of the owner of the store at ``path``, trying until ``deadline`` (monotonic)
+    while the owner is still starting to serve."""
+    while True:
+        try:
+            return RemoteStore(path)
+        except ConnectionLostError:
+            if time.monotonic() >= deadline:
+                raise
+            time.sleep(0.02)
+
+
+class RemoteStore:
+    """A store opened by another process, used from this one: the same API as ``Store``
+    (docs/multiprocess.md lists what is not carried yet). Close it (or use ``with``)."""
+
+    def __init__(self, path: str) -> None:
+        self.path = os.path.abspath(path)
+        self._conn = Connection(self.path)
+        info = self._conn.info
+        self.durability = str(info.get("durability", "fsync"))
+        self.owner_pid = info.get("pid")
+        self._handles: set[RemoteWriter | RemoteReader] = set()
+        self._lock = threading.Lock()
+        self._closed = False
+
+    def _call(self, method: str, *args: object, **kwargs: object) -> object:
+        if self._closed:
+            raise StoreClosedError(f"store {self.path} is closed")
+        return self._conn.call(0, method, *args, **kwargs)
+
+    # ------------------------------------------------------------------ admin
+    def create_scope(self, scope: str, *, exist_ok: bool = False) -> bool:
+        return bool(self._call("create_scope", scope, exist_ok=exist_ok))
+
+    def list_scopes(self) -> list[str]:
+        return list(self._call("list_scopes"))  # type: ignore[call-overload]
+
+    def delete_scope(self, scope: str) -> None:
+        self._call("delete_scope", scope)
+
+    def create_stream(self, scope: str, stream: str, config: "StreamConfiguration | None" = None, *,
+                      exist_ok: bool = False) -> bool:
+        return bool(self._call("create_stream", scope, stream, config, exist_ok=exist_ok))
+
+    def list_streams(self, scope: str) -> list[str]:
+        return list(self._call("list_streams", scope))  # type: ignore[call-overload]
+
+    def stream_info(self, scope: str, stream: str) -> "StreamInfo":
+        return self._call("stream_info", scope, stream)  # type: ignore[return-value]
+
+    def tiered_bytes(self, scope: str, stream: str) -> int:
+        return int(self._call("tiered_bytes", scope, stream))  # type: ignore[call-overload]
+
+    def seal_stream(self, scope: str, stream: str) -> None:
+        self._call("seal_stream", scope, stream)
+
+    def delete_stream(self, scope: str, stream: str) -> None:
+        self._call("delete_stream", scope, stream)
+
+    def scale_stream(self, scope: str, stream: str, seal: list[int],
+                     new_ranges: list[tuple[float, float]]) -> None:
+        self._call("scale_stream", scope, stream, list(seal), [tuple(r) for r in new_ranges])
+
+    def update_stream(self, scope: str, stream: str, config: "StreamConfiguration") -> None:
+        self._call("update_stream", scope, stream, config)
+
+    def truncate_stream(self, scope: str, stream: str, cut: "StreamCut") -> None:
+        self._call("truncate_stream", scope, stream, cut)
+
+    def reclaim(self) -> int:
+        return int(self._call("reclaim"))  # type: ignore[call-overload]
+
+    def checkpoint(self) -> int:
+        return int(self._call("checkpoint"))  # type: ignore[call-overload]
+
+    def status(self) -> "StoreStatus":
+        return self._call("status")  # type: ignore[return-value]
+
+    def tiering_status(self) -> "TieringStatus":
+        return self._call("tiering_status")  # type: ignore[return-value]
+
+    def flush_tier2(self, timeout: float | None = None) -> None:
+        self._call("flush_tier2", timeout)
+
+    def list_reader_groups(self) -> list[str]:
+        return list(self._call("list_reader_groups"))  # type: ignore[call-overload]
+
+    def fetch_event(self, pointer: EventPointer, *, serializer: Serializer | str | None = None) -> EventRead:
+        """Read the one event an EventPointer points to."""
+        if self._closed:
+            raise StoreClosedError(f"store {self.path} is closed")
+        (ev,), _ = self._conn.read(0, "fetch_event", pointer)
+        return _event_read(ev, resolve(serializer), (pointer.scope, pointer.stream))
+
+    # ------------------------------------------------------------------ writers and readers
+    def create_writer(self, scope: str, stream: str, writer_id: str | None = None, *,
+                      serializer: Serializer | str | None = None, linger: float = 0.001,
+                      batch_bytes: int = 256 * 1024,
+                      automatically_note_time: bool = False) -> "RemoteWriter":
+        """A writer whose events go to the owner in batches (invariants 1 and 2)."""
+        ser = resolve(serializer)
+        conn = self._open_connection()
+        try:
+            h = conn.call(0, "create_writer", scope, stream, writer_id, linger=linger,
+                          batch_bytes=batch_bytes, automatically_note_time=automatically_note_time)
+            if not isinstance(h, Handle):
+                raise ProtocolError("create_writer did not answer a handle")
+        except BaseException:
+            conn.close()
+            raise
+        w = RemoteWriter(conn, h, scope, stream, ser, batch_bytes, linger, self._forget)
+        self._keep(w)
+        return w
+
+    def create_reader(self, scope: str, stream: str, start: "StreamCut | None" = None,
+                      end: "StreamCut | None" = None, *,
+                      serializer: Serializer | str | None = None) -> "RemoteReader":
+        """A standalone reader (invariants 1 and 4)."""
+        ser = resolve(serializer)
+        conn = self._open_connection()
+        try:
+            h = conn.call(0, "create_reader", scope, stream, start, end)
+            if not isinstance(h, Handle):
+                raise ProtocolError("create_reader did not answer a handle")
+        except BaseException:
+            conn.close()
+            raise
+        r = RemoteReader(conn, h, scope, stream, ser, self._forget)
+        self._keep(r)
+        return r
+
+    def _open_connection(self) -> Connection:
+        if self._closed:
+            raise StoreClosedError(f"store {self.path} is closed")
+        return Connection(self.path)
+
+    def _keep(self, h: "RemoteWriter | RemoteReader") -> None:
+        with self._lock:
+            closed = self._closed
+            if not closed:
+                self._handles.add(h)
+        if closed:
+            h.close()
+            raise StoreClosedError(f"store {self.path} is closed")
+
+    def _forget(self, h: "RemoteWriter | RemoteReader") -> None:
+        with self._lock:
+            self._handles.discard(h)
+
+    # ------------------------------------------------------------------ closing
+    @property
+    def closed(self) -> bool:
+        return self._closed
+
+    def close(self) -> None:
+        """Flush and close this process's writers, close its readers and connections.
+        Idempotent. The store stays open in its owner."""
+        with self._lock:
+            if self._closed:
+                return
+            self._closed = True
+            handles = list(self._handles)
+        first: BaseException | None = None
+        for h in handles:
+            try:
+                h.close()
+            except PravegaEmbeddedError as exc:
+                first = first or exc
+        self._conn.close()
+        if first is not None and not isinstance(first, ConnectionLostError):
+            raise first
+
+    def __enter__(self) -> "RemoteStore":
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def __repr__(self) -> str:
+        return (f"<RemoteStore {self.path!r} owner pid {self.owner_pid}"
+                f"{' closed' if self._closed else ''}>")
+
+
+class RemoteWriter:
+    """A writer of a client process: ``EventStreamWriter``'s API (invariants 2 and 3)."""
+
+    def __init__(self, conn: Connection, handle: Handle, scope: str, stream: str,
+                 serializer: Serializer | None, batch_bytes: int, linger: float,
+                 forget: "Callable[[RemoteWriter | RemoteReader], None]") -> None:
+        self._conn = conn
+        self._handle = handle.id
+        self.scope, self.stream = scope, stream
+        self.writer_id = str(handle.info["writer_id"])
+        self._seq = int(handle.info["last_sequence"])  # type: ignore[call-overload]
+        self._durable = self._seq
+        self._ser = serializer
+        self.batch_bytes = batch_bytes
+        self.linger = linger
+        self._forget = forget
+        self._lock = threading.RLock()
+        self._buf: list[tuple[bytes | None, bytes]] = []
+        self._first = self._seq + 1  # the sequence of _buf[0]
+        self._nbytes = 0
+        self._closed = False
+        self._linger_thread: threading.Thread | None = None
+        self._wake = threading.Condition(self._lock)
+        self.duplicates_dropped = 0
+
+    def _event(self, event: object) -> bytes:
+        if self._ser is not None:
+            event = self._ser.serialize(event)
+        if type(event) is not bytes:
+            if isinstance(event, (bytearray, memoryview)):
+                event = bytes(event)
+            else:
+                raise SerializationError(
+                    f"event must be bytes-like (or create the writer with serializer='text' or "
+                    f"'json'), not {type(event).__name__}")
+        if len(event) > MAX_EVENT_SIZE:
+            raise EventTooLargeError(
+                f"an event of {len(event)} bytes for {self.scope}/{self.stream}: events over "
+                f"{MAX_EVENT_SIZE} bytes are written by the owner process only for now "
+                "(docs/multiprocess.md, limits)")
+        return event
+
+    def write_event(self, event: object, routing_key: str | None = None, *, sequence: int | None = None) -> int:
+        """Buffer one event; return its sequence number (``EventStreamWriter.write_event``)."""
+        ev = self._event(event)
+        kb = encode_key(routing_key)
+        with self._lock:
+            self._check()
+            if sequence is not None:
+                if type(sequence) is not int or not 0 <= sequence < (1 << 63):
+                    raise InvalidSequenceError(
+                        f"writer {self.writer_id!r} on {self.scope}/{self.stream}: sequence must "
+                        f"be an int in [0, 2**63), got {sequence!r}")
+                if sequence <= self._seq:
+                    self.duplicates_dropped += 1
+                    return sequence
+                if sequence != self._seq + 1:  # a batch's numbers are consecutive: start anew
+                    self._send()
+                    self._first = sequence
+                self._seq = sequence
+            else:
+                self._seq += 1
+            self._buf.append((kb, ev))
+            self._nbytes += len(ev)
+            if self._nbytes >= self.batch_bytes or len(self._buf) >= MAX_PENDING_EVENTS:
+                self._send()
+            elif len(self._buf) == 1 and self.linger > 0:
+                self._linger()
+            return self._seq
+
+    def write_events(self, events: "Iterable[object]", routing_key: str | None = None) -> int:
+        """Write ``events`` atomically (one journal record in the owner); the last sequence."""
+        evs = [self._event(e) for e in events]
+        encode_key(routing_key)
+        with self._lock:
+            self._check()
+            self._send()
+            last = self._conn.call(self._handle, "write_events", evs, routing_key)
+            self._seq = int(last)  # type: ignore[call-overload]
+            self._first = self._seq + 1
+            return self._seq
+
+    def _send(self) -> None:
+        """Hand the buffer to the owner (invariant 2)."""
+        if not self._buf:
+            return
+        buf, first = self._buf, self._first
+        self._buf, self._nbytes = [], 0
+        self._first = self._seq + 1
+        self._conn.write(encode_write(self._handle, first, buf))
+
+    def _linger(self) -> None:
+        """Send the buffer ``linger`` seconds after its first event, if nothing sent it before."""
+        if self._linger_thread is None:
+            self._linger_thread = threading.Thread(target=self._linger_loop, name="pe-client-linger",
+                                                   daemon=True)
+            self._linger_thread.start()
+        self._wake.notify()
+
+    def _linger_loop(self) -> None:
+        with self._lock:
+            while not self._closed:
+                if not self._buf:
+                    self._wake.wait()
+                    continue
+                first = self._first
+                self._wake.wait(self.linger)
+                if self._buf and self._first == first and not self._closed:
+                    try:
+                        self._send()
+                    except PravegaEmbeddedError:
+                        return  # the next call of the application raises it
+
+    def note_time(self, timestamp: int) -> None:
+        with self._lock:
+            self._check()
+            self._send()
+            self._conn.call(self._handle, "note_time", timestamp)
+
+    @property
+    def last_sequence(self) -> int:
+        return self._seq
+
+    @property
+    def durable_sequence(self) -> int:
+        """The highest sequence number the owner knows durable."""
+        with self._lock:
+            if not self._closed:
+                self._durable = int(self._conn.call(self._handle, "durable_sequence"))  # type: ignore[call-overload]
+            return self._durable
+
+    def flush(self, timeout: float | None = None) -> int:
+        """Wait until every event written so far is durable (invariant 3)."""
+        with self._lock:
+            self._check()
+            self._send()
+            self._durable = int(self._conn.call(self._handle, "flush", timeout))  # type: ignore[call-overload]
+            return self._durable
+
+    def _check(self) -> None:
+        if self._closed:
+            raise WriterClosedError(f"writer {self.writer_id!r} on {self.scope}/{self.stream} is closed")
+
+    def close(self) -> None:
+        """Flush and close. Idempotent."""
+        with self._lock:
+            if self._closed:
+                return
+            try:
+                self._send()
+                self._conn.call(self._handle, "close")
+            finally:
+                self._closed = True
+                self._wake.notify_all()
+                self._conn.close()
+                self._forget(self)
+
+    @property
+    def closed(self) -> bool:
+        return self._closed
+
+    def __enter__(self) -> "RemoteWriter":
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+
+class RemoteReader:
+    """A standalone reader of a client process: ``EventStreamReader``'s API (invariant 4)."""
+
+    def __init__(self, conn: Connection, handle: Handle, scope: str, stream: str,
+                 serializer: Serializer | None,
+                 forget: "Callable[[RemoteWriter | RemoteReader], None]") -> None:
+        self._conn = conn
+        self._handle = handle.id
+        self.scope, self.stream = scope, stream
+        self._names = (scope, stream)
+        self._ser = serializer
+        self._forget = forget
+        self._buf: deque[WireEvent] = deque()
+        self._lock = threading.RLock()
+        self._closed = False
+        self._ended = False
+
+    def read_next_event(self, timeout: float | None = None) -> EventRead | None:
+        """The next event, or None when ``timeout`` passes without one or the end is reached."""
+        with self._lock:
+            if self._closed:
+                raise ReaderClosedError(f"reader of {self.scope}/{self.stream} is closed")
+            if not self._buf:
+                if self._ended:
+                    return None
+                try:
+                    evs, end = self._conn.read(self._handle, "read", timeout, READ_BATCH)
+                except ConnectionLostError:
+                    if self._closed:  # close() in another thread ended this read
+                        raise ReaderClosedError(f"reader of {self.scope}/{self.stream} is closed") from None
+                    raise
+                self._buf.extend(evs)
+                self._ended = end
+                if not self._buf:
+                    return None
+            return _event_read(self._buf.popleft(), self._ser, self._names)
+
+    def __iter__(self) -> Iterator[EventRead]:
+        while True:
+            ev = self.read_next_event(None)
+            if ev is None:
+                return
+            yield ev
+
+    def position(self) -> "StreamCut":
+        """The StreamCut just after the last event returned (invariant 4)."""
+        with self._lock:
+            if not self._buf:
+                return self._conn.call(self._handle, "position")  # type: ignore[return-value]
+            first: dict[int, int] = {}
+            for ev in self._buf:
+                first.setdefault(ev.segment_id, ev.offset)
+            return self._conn.call(self._handle, "position_before", first)  # type: ignore[return-value]
+
+    def get_current_time_window(self) -> "TimeWindow":
+        """The event-time window at the owner's reader (which may be a batch ahead)."""
+        with self._lock:
+            return self._conn.call(self._handle, "get_current_time_window")  # type: ignore[return-value]
+
+    def close(self) -> None:
+        """Idempotent; a read waiting in another thread raises ReaderClosedError. The owner
+        closes its reader when the connection ends."""
+        if self._closed:
+            return
+        self._closed = True
+        self._conn.close()
+        self._forget(self)
+
+    @property
+    def closed(self) -> bool:
+        return self._closed
+
+    def __enter__(self) -> "RemoteReader":
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+
+def _event_read(ev: WireEvent, ser: Serializer | None, names: tuple[str, str]) -> EventRead:
+    payload: object = ev.event
+    if ser is not None:
+        payload = ser.deserialize(ev.event)
+    return EventRead.make(payload, ev.routing_key, ev.segment_id, ev.offset, ev.length, names)
+
+
+if TYPE_CHECKING:
+    from collections.abc import Callable, Iterable

@@ -1,0 +1,292 @@
+"""The owner's server: a store opened by one process serves every other process that opens
+the same directory, over a unix socket inside it (docs/multiprocess.md).
+
+Owns: ``<store>/owner.sock`` (created 0600 while the store lock is held, removed at close),
+the accepting thread, one thread per connection, the handshake, the peer check, the caps.
+
+Invariants:
+  1. Only a peer running as the owner's user is served (SO_PEERCRED); any other gets an
+     ERROR (PermissionDeniedError) and is disconnected before a byte of its is read.
+  2. Before the handshake a frame is at most ``HELLO_MAX`` bytes and must arrive within
+     ``HANDSHAKE_TIMEOUT``; after it, a CALL is at most ``CALL_MAX`` and any frame at most
+     ``FRAME_MAX`` (checked before the body is read: wire invariant 1).
+  3. At most ``MAX_CONNECTIONS`` connections are served; one more is refused with an ERROR.
+  4. A failed call answers ERROR and the connection goes on; bytes that are not the protocol
+     answer ERROR (ProtocolError) and close the connection. Nothing a client sends can stop
+     the server or another connection.
+  5. ``close`` (the store's close calls it first) stops accepting, wakes and disconnects every
+     client (their calls raise ConnectionLostError), closes their handles and removes the
+     socket, before the store releases its lock.
+
+Thread-safety: ``close`` from any thread; each connection's thread drives its own session.
+Lock order: ``_lock`` (the connection table) is never held while calling into the store.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+import socket
+import struct
+import threading
+import time
+from typing import TYPE_CHECKING
+
+from ..errors import (
+    InvalidConfigurationError,
+    PermissionDeniedError,
+    PravegaEmbeddedError,
+    ProtocolError,
+)
+from .framing import FramedSocket
+from .session import Session
+from .values import dumps, encode_error, loads
+from .wire import (
+    FRAME_MAX,
+    HELLO_MAX,
+    VERSION,
+    Kind,
+    encode_events,
+    encode_welcome,
+    parse_hello,
+    parse_write,
+)
+
+if TYPE_CHECKING:
+    from ..store import Store
+
+__all__ = ["OwnerServer", "SOCKET_NAME", "MAX_CONNECTIONS", "HANDSHAKE_TIMEOUT", "CALL_MAX",
+           "socket_path"]
+
+LOG = logging.getLogger("pravega_embedded.remote")
+
+SOCKET_NAME = "owner.sock"
+MAX_CONNECTIONS = 256
+HANDSHAKE_TIMEOUT = 5.0
+CALL_MAX = 1 << 20
+READ_POLL_S = 0.25  # a blocking read looks this often whether its client is still there
+_UCRED = struct.Struct("3i")  # pid, uid, gid
+
+
+def socket_path(dirfd: int) -> str:
+    """The socket's path through an open descriptor of the store directory: short whatever the
+    directory's path (a unix socket path is at most 107 bytes)."""
+    return f"/proc/self/fd/{dirfd}/{SOCKET_NAME}"
+
+
+class OwnerServer:
+    """Serves ``store`` on ``<store>/owner.sock`` until ``close``."""
+
+    def __init__(self, store: "Store") -> None:
+        self.store = store
+        self._lock = threading.Lock()
+        self._conns: dict[FramedSocket, Session | None] = {}
+        self._threads: set[threading.Thread] = set()
+        self._closed = False
+        self._uid = os.geteuid()
+        self._dirfd = os.open(store.path, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
+        try:
+            self._path = socket_path(self._dirfd)
+            try:
+                os.unlink(self._path)  # a dead owner's: we hold the store lock
+            except FileNotFoundError:
+                pass
+            self._listener = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+            try:
+                self._listener.bind(self._path)
+                os.chmod(self._path, 0o600)  # before listen(): nobody could connect yet
+                self._listener.listen(64)
+            except BaseException:
+                self._listener.close()
+                raise
+        except BaseException:
+            os.close(self._dirfd)
+            raise
+        self._info = json.dumps({"store": store.path, "pid": os.getpid(), "durability": store.durability})
+        self._acceptor = threading.Thread(target=self._accept_loop, name="pe-owner-accept", daemon=True)
+        self._acceptor.start()
+
+    # ------------------------------------------------------------------ accepting
+    def _accept_loop(self) -> None:
+        while True:
+            try:
+                sock, _ = self._listener.accept()
+            except OSError:
+                if self._closed:
+                    return
+                LOG.exception("store %s: accepting a connection failed", self.store.path)
+                continue
+            if self._closed:
+                sock.close()
+                return
+            fs = FramedSocket(sock, "a client")
+            with self._lock:
+                full = len(self._conns) >= MAX_CONNECTIONS
+                if not full:
+                    self._conns[fs] = None
+            if full:  # invariant 3
+                _refuse(fs, InvalidConfigurationError(
+                    f"the owner of store {self.store.path} serves at most {MAX_CONNECTIONS} "
+                    "connections: close some"))
+                continue
+            t = threading.Thread(target=self._serve, args=(fs,), name="pe-owner-conn", daemon=True)
+            with self._lock:
+                self._threads.add(t)
+            t.start()
+
+    def _serve(self, fs: FramedSocket) -> None:
+        session = None
+        try:
+            session = self._handshake(fs)
+            if session is not None:
+                self._loop(fs, session)
+        except Exception:  # noqa: BLE001 - logged; the server goes on (invariant 4)
+            LOG.exception("store %s: serving %s failed", self.store.path, fs.what)
+        finally:
+            if session is not None:
+                session.close()
+            fs.close()
+            with self._lock:
+                self._conns.pop(fs, None)
+                self._threads.discard(threading.current_thread())
+
+    def _handshake(self, fs: FramedSocket) -> Session | None:
+        """Invariants 1 and 2: the peer's user, then its HELLO; the session, or None."""
+        sock = fs.sock
+        pid, uid, _ = _UCRED.unpack(sock.getsockopt(socket.SOL_SOCKET, socket.SO_PEERCRED, _UCRED.size))
+        fs.what = f"client pid {pid}"
+        if uid != self._uid:
+            LOG.warning("store %s: refused pid %d of uid %d (the store is served to uid %d only)",
+                        self.store.path, pid, uid, self._uid)
+            _refuse(fs, PermissionDeniedError(
+                f"store {self.store.path} is served only to processes of uid {self._uid}"))
+            return None
+        sock.settimeout(HANDSHAKE_TIMEOUT)
+        try:
+            header, body = fs.recv(HELLO_MAX)
+            if header.kind != Kind.HELLO:
+                raise ProtocolError(f"the first message must be a HELLO, not kind {header.kind}")
+            hello = parse_hello(body)
+            if not hello.min_version <= VERSION <= hello.max_version:
+                raise ProtocolError(f"the owner speaks protocol version {VERSION}, the client "
+                                    f"{hello.min_version}..{hello.max_version}: upgrade one of them")
+        except TimeoutError:
+            _refuse(fs, ProtocolError(f"no HELLO within {HANDSHAKE_TIMEOUT} s"))
+            return None
+        except ProtocolError as exc:
+            _refuse(fs, exc)
+            return None
+        except PravegaEmbeddedError:
+            return None  # gone already
+        sock.settimeout(None)
+        with self._lock:
+            if self._closed:
+                return None
+            session = self._conns[fs] = Session(self.store, fs.what)
+        fs.send(Kind.WELCOME, header.request, encode_welcome(VERSION, self._info))
+        return session
+
+    # ------------------------------------------------------------------ serving
+    def _loop(self, fs: FramedSocket, session: Session) -> None:
+        while True:
+            try:
+                header, body = fs.recv(FRAME_MAX)
+            except PravegaEmbeddedError as exc:
+                if isinstance(exc, ProtocolError):
+                    _refuse(fs, exc)
+                return
+            try:
+                self._one(fs, session, header.kind, header.request, body)
+            except ProtocolError as exc:  # invariant 4: not the protocol: answer, then close
+                _refuse(fs, exc, header.request)
+                return
+            except PravegaEmbeddedError as exc:
+                if fs.closed or self._closed:
+                    return
+                try:
+                    fs.send(Kind.ERROR, header.request, encode_error(exc))
+                except PravegaEmbeddedError:
+                    return
+            except Exception as exc:  # noqa: BLE001 - a bug: logged, reported, the server goes on
+                LOG.exception("store %s: a call of %s failed", self.store.path, fs.what)
+                try:
+                    fs.send(Kind.ERROR, header.request, encode_error(exc))
+                except PravegaEmbeddedError:
+                    return
+
+    def _one(self, fs: FramedSocket, session: Session, kind: int, request: int, body: bytes) -> None:
+        if kind == Kind.WRITE:
+            session.write(parse_write(body))
+            return
+        if kind != Kind.CALL:
+            raise ProtocolError(f"a client does not send messages of kind {kind}")
+        if len(body) > CALL_MAX:
+            raise ProtocolError(f"a CALL of {len(body)} bytes is over the {CALL_MAX}-byte limit")
+        msg = loads(body)
+        if not isinstance(msg, dict) or not isinstance(msg.get("m"), str):
+            raise ProtocolError("a CALL is a map with a method name")
+        handle, method = msg.get("h", 0), msg["m"]
+        args, kwargs = msg.get("a", []), msg.get("k", {})
+        if not isinstance(handle, int) or not isinstance(args, list) or not isinstance(kwargs, dict) \
+                or not all(isinstance(k, str) for k in kwargs):
+            raise ProtocolError("a CALL's handle is an int, its args a list, its kwargs a map")
+        if method == "read":
+            timeout, max_events = (list(args) + [None, 1])[:2]
+            if not isinstance(max_events, int):
+                raise InvalidConfigurationError("read takes (timeout, max_events)")
+            fs.send(Kind.EVENTS, request, self._read(fs, session, handle, timeout, max_events))
+        elif method == "fetch_event" and handle == 0:
+            fs.send(Kind.EVENTS, request, encode_events(session.fetch(args[0] if args else None)))
+        else:
+            fs.send(Kind.RESULT, request, dumps(session.call(handle, method, args, kwargs)))
+
+    def _read(self, fs: FramedSocket, session: Session, handle: int, timeout: object,
+              max_events: int) -> bytes:
+        """A read that may wait: it waits in steps, and gives up when its client is gone."""
+        if timeout is not None and (isinstance(timeout, bool) or not isinstance(timeout, (int, float))):
+            raise InvalidConfigurationError(f"a read timeout is seconds or None, got {timeout!r}")
+        deadline = None if timeout is None else time.monotonic() + max(0.0, float(timeout))
+        while True:
+            left = READ_POLL_S if deadline is None else max(0.0, deadline - time.monotonic())
+            events, end = session.read(handle, min(READ_POLL_S, left), max_events)
+            if events or end or (deadline is not None and time.monotonic() >= deadline):
+                return encode_events(events, end)
+            if self._closed or fs.readable():  # a client waiting for an answer sends nothing
+                return encode_events(events, end)
+
+    # ------------------------------------------------------------------ closing
+    def close(self) -> None:
+        """Invariant 5. Idempotent."""
+        with self._lock:
+            if self._closed:
+                return
+            self._closed = True
+            conns = list(self._conns.items())
+            threads = list(self._threads)
+        try:
+            self._listener.shutdown(socket.SHUT_RDWR)  # wakes accept()
+        except OSError:
+            pass
+        self._listener.close()
+        try:
+            os.unlink(self._path)
+        except OSError:
+            pass
+        os.close(self._dirfd)
+        for fs, session in conns:
+            fs.close()
+            if session is not None:
+                session.close()  # wakes a read waiting in the store
+        self._acceptor.join(5.0)
+        for t in threads:
+            t.join(5.0)
+
+
+def _refuse(fs: FramedSocket, exc: PravegaEmbeddedError, request: int = 0) -> None:
+    """Answer ERROR and disconnect (invariants 1, 3, 4)."""
+    try:
+        fs.send(Kind.ERROR, request, encode_error(exc))
+    except PravegaEmbeddedError:
+        pass
+    fs.close()
