@@ -15,6 +15,7 @@ Thread-safety: one reader thread at a time; ``send`` from any thread.
 
 from __future__ import annotations
 
+import select
 import socket
 import threading
 
@@ -49,7 +50,7 @@ class FramedSocket:
             try:
                 k = self.sock.recv_into(view[got:], n - got)
             except TimeoutError:
-                raise
+                raise  # the caller's deadline (the handshake's)
             except OSError as exc:
                 raise ConnectionLostError(f"the connection to {self.what} was lost: {exc}") from None
             if k == 0:
@@ -70,7 +71,6 @@ class FramedSocket:
 
     def readable(self) -> bool:
         """True if bytes (or the end of the stream) wait to be read, without blocking."""
-        import select
         try:
             r, _, _ = select.select([self.sock], [], [], 0)
         except (OSError, ValueError):

@@ -42,14 +42,12 @@ def open(path: "str | os.PathLike[str]" = "./data", durability: str = "fsync", *
         except StoreLockedError:
             if exclusive:
                 raise
-            locked = True
-        if locked:
-            try:
-                return connect_local(path, min(deadline, time.monotonic() + 0.5))
-            except ConnectionLostError:
-                if time.monotonic() >= deadline:  # held, but not served (serve=False)
-                    raise StoreLockedError(
-                        f"store {os.path.abspath(path)} is held by another process that does not "
-                        f"serve it (opened with serve=False, or still starting after "
-                        f"{connect_timeout} s)", path=os.path.abspath(path)) from None
-                # the owner may have gone: try to take the store (invariant 2)
+        try:
+            return connect_local(path, min(deadline, time.monotonic() + 0.5))
+        except ConnectionLostError:
+            if time.monotonic() >= deadline:  # held, but not served (serve=False)
+                raise StoreLockedError(
+                    f"store {os.path.abspath(path)} is held by another process that does not "
+                    f"serve it (opened with serve=False, or still starting after "
+                    f"{connect_timeout} s)", path=os.path.abspath(path)) from None
+            # the owner may have gone: try to take the store (invariant 2)

@@ -65,6 +65,7 @@ SOCKET_NAME = "owner.sock"
 MAX_CONNECTIONS = 256
 HANDSHAKE_TIMEOUT = 5.0
 CALL_MAX = 1 << 20
+CLOSE_WAIT_S = 5.0  # close waits this long in all for the connection threads
 READ_POLL_S = 0.25  # a blocking read looks this often whether its client is still there
 _UCRED = struct.Struct("3i")  # pid, uid, gid
 
@@ -278,9 +279,10 @@ class OwnerServer:
             fs.close()
             if session is not None:
                 session.close()  # wakes a read waiting in the store
-        self._acceptor.join(5.0)
+        deadline = time.monotonic() + CLOSE_WAIT_S  # a call stuck in the store is not waited out
+        self._acceptor.join(max(0.0, deadline - time.monotonic()))
         for t in threads:
-            t.join(5.0)
+            t.join(max(0.0, deadline - time.monotonic()))
 
 
 def _refuse(fs: FramedSocket, exc: PravegaEmbeddedError, request: int = 0) -> None:
