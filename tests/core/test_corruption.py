@@ -59,7 +59,7 @@ def _batch(i: int) -> tuple[str, str, list[bytes]]:
 
 def _snapshot(live: Path, dest: Path) -> None:
     """Copy an open store's directory: what a crash at this moment leaves on disk."""
-    shutil.copytree(live, dest, ignore=shutil.ignore_patterns("LOCK", "lock.mdb"))
+    shutil.copytree(live, dest, ignore=shutil.ignore_patterns("LOCK", "lock.mdb", "owner.sock"))
 
 
 def _applied_pos(store_dir: Path) -> int:

@@ -38,7 +38,7 @@ def _journal(d: Path) -> list[Path]:
 
 def _snapshot(live: Path, dest: Path) -> Path:
     """What a crash leaves: the directory copied while the store is open."""
-    shutil.copytree(live, dest, ignore=shutil.ignore_patterns("LOCK", "lock.mdb"))
+    shutil.copytree(live, dest, ignore=shutil.ignore_patterns("LOCK", "lock.mdb", "owner.sock"))
     return dest
 
 

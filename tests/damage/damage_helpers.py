@@ -270,7 +270,7 @@ def build(root: Path, roll_bytes: int) -> tuple[Reference, Reference]:
     assert sum(len(v) for s in events.values() for v in s.values()) == \
         len(WRITERS) * ROUNDS * PER_FLUSH + TXN_EVENTS
 
-    shutil.copytree(live, crash_dir, ignore=shutil.ignore_patterns("LOCK", "lock.mdb"))
+    shutil.copytree(live, crash_dir, ignore=shutil.ignore_patterns("LOCK", "lock.mdb", "owner.sock"))
     store.close()
     shutil.copytree(live, clean_dir)  # LOCK stays, as after any close
     kind = "rolled" if roll_bytes == SMALL_ROLL else "single"
