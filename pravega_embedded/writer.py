@@ -45,7 +45,7 @@ from .errors import (
 from .failstop import STREAMS_LOG
 from .frames import FRAME_HEADER_SIZE
 from .largeevents import write_large
-from .routing import encode_key, key_point, owner_index
+from .routing import MAX_KEY_BYTES, encode_key, key_point, owner_index
 from .serializers import resolve
 
 if TYPE_CHECKING:
@@ -246,6 +246,56 @@ class EventStreamWriter:
         if self._nbytes >= self.batch_bytes or self._pending_n >= MAX_PENDING_EVENTS:
             self._drain()
         return seq
+
+    def write_sequenced(self, first: int, events: list[tuple[str | None, bytes]]) -> int:
+        """Buffer ``events`` ((routing key, bytes) in write order, each at most MAX_EVENT_SIZE)
+        numbered ``first``, ``first + 1``, ...: what ``write_event(ev, key, sequence=n)`` does
+        for each, in one call (a client process's batch, ``remote.session``). Those at or below
+        ``last_sequence`` are dropped as duplicates; per key, order is kept. Returns
+        ``last_sequence``."""
+        if type(first) is not int or not 0 <= first <= (1 << 63) - len(events):
+            raise InvalidSequenceError(f"writer {self.writer_id!r} on {self.scope}/{self.stream}: "
+                                       f"sequences from {first!r} are out of range")
+        skip = self._seq + 1 - first
+        if skip > 0:  # a resend: what is at or below the last sequence is dropped
+            self.duplicates_dropped += min(skip, len(events))
+            events, first = events[skip:], first + skip
+        if not events:
+            return self._seq
+        groups: dict[str | None, list[bytes]] = {}
+        nbytes = 0
+        for key, ev in events:
+            g = groups.get(key)
+            if g is None:
+                encode_key(key)  # every key is checked before anything is buffered
+                g = groups[key] = []
+            g.append(ev)
+            nbytes += len(ev)
+        n = len(events)
+        if n > MAX_PENDING_EVENTS or nbytes + n * (FRAME_HEADER_SIZE + MAX_KEY_BYTES) > MAX_BATCH_BYTES:
+            for i, (key, ev) in enumerate(events):  # too big for one record: event by event
+                self._write_explicit(ev, key, first + i)
+            return self._seq
+        if self._pending_n and (self._nbytes + nbytes + n * (FRAME_HEADER_SIZE + MAX_KEY_BYTES) > MAX_BATCH_BYTES
+                                or self._pending_n + n > MAX_PENDING_EVENTS):
+            self._drain()
+        self._busy = True
+        try:
+            if self._drain_pending:
+                self._yield_to_drain()
+            for key, evs in groups.items():
+                lst = self._lists.get(key)  # raises if the writer is closed
+                if lst is None:
+                    lst = self._new_key(key)
+                lst.extend(evs)
+            self._nbytes += nbytes
+            self._pending_n += n
+            self._seq = first + n - 1
+        finally:
+            self._busy = False
+        if self._nbytes >= self.batch_bytes or self._pending_n >= MAX_PENDING_EVENTS:
+            self._drain()
+        return self._seq
 
     def _write_explicit(self, event: bytes, routing_key: str | None, sequence: int) -> int:
         if type(sequence) is not int or not 0 <= sequence < (1 << 63):

@@ -63,7 +63,7 @@ if TYPE_CHECKING:
 __all__ = ["Connection", "RemoteStore", "RemoteWriter", "RemoteReader", "connect_local"]
 
 READ_BATCH = 1024  # events a reader asks for at once
-WRITE_INFLIGHT_BYTES = 8 << 20  # a writer sends batches up to this far ahead of its flushes
+KEY_CACHE = 4096  # routing keys a writer keeps encoded
 
 
 class Connection:
@@ -386,6 +386,7 @@ class RemoteWriter:
         self._linger_thread: threading.Thread | None = None
         self._wake = threading.Condition(self._lock)
         self.duplicates_dropped = 0
+        self._keys: dict[str | None, bytes | None] = {None: None}
 
     def _event(self, event: object) -> bytes:
         if self._ser is not None:
@@ -407,7 +408,10 @@ class RemoteWriter:
     def write_event(self, event: object, routing_key: str | None = None, *, sequence: int | None = None) -> int:
         """Buffer one event; return its sequence number (``EventStreamWriter.write_event``)."""
         ev = self._event(event)
-        kb = encode_key(routing_key)
+        try:
+            kb = self._keys[routing_key]
+        except (KeyError, TypeError):
+            kb = self._key(routing_key)
         with self._lock:
             self._check()
             if sequence is not None:
@@ -431,6 +435,12 @@ class RemoteWriter:
             elif len(self._buf) == 1 and self.linger > 0:
                 self._linger()
             return self._seq
+
+    def _key(self, key: object) -> bytes | None:
+        kb = encode_key(key)  # InvalidRoutingKeyError for a key that is not one
+        if len(self._keys) < KEY_CACHE:
+            self._keys[key] = kb  # type: ignore[index]
+        return kb
 
     def write_events(self, events: "Iterable[object]", routing_key: str | None = None) -> int:
         """Write ``events`` atomically (one journal record in the owner); the last sequence."""

@@ -136,11 +136,7 @@ class Session:
         w = self._get(batch.handle)
         if not isinstance(w, EventStreamWriter):
             raise InvalidConfigurationError(f"handle {batch.handle} is not a writer")
-        write = w.write_event
-        seq = batch.first
-        for key, ev in batch.events:
-            write(ev, key, sequence=seq)
-            seq += 1
+        w.write_sequenced(batch.first, batch.events)
 
     # ------------------------------------------------------------------ handles
     def _add(self, kind: str, obj: EventStreamWriter | EventStreamReader, info: dict[str, object]) -> Handle:
