@@ -234,9 +234,10 @@ class Store:
         that cannot serve still works here; others then get StoreLockedError, as before."""
         try:
             self._server = _SERVER[0](self)
-        except OSError as exc:
+        except Exception as exc:  # noqa: BLE001 - logged; the store works here without it
             STREAMS_LOG.warning("store %s: cannot serve it to other processes (%s); they will get "
-                                "StoreLockedError while it is open here", self.path, exc)
+                                "StoreLockedError while it is open here", self.path, exc,
+                                exc_info=not isinstance(exc, OSError))
 
     def _open_engine(self) -> None:
         """Recover, start the services, take the first checkpoint, mark the store."""

@@ -12,6 +12,10 @@ Invariants:
      so a batch resent to a new owner is dropped as a duplicate. A WRITE is answered only when
      it fails; the failure is raised by the writer's next call.
   3. ``flush`` returns once every event written before it is durable in the owner.
+  6. A writer keeps every batch it sent until the owner reports it durable; after a failure
+     (raised by the next call, never dropped, also when the linger thread met it) it sends
+     them all again, in order, before anything new: the owner drops what it has, so a failed
+     batch is never skipped and a later one never makes it look durable.
   4. A reader takes events in batches; ``position()`` is just after the last event it
      returned, not after the batch (``EventStreamReader.position_before`` in the owner).
   5. The connection's loss raises ConnectionLostError from every call, and the handle is
@@ -34,6 +38,7 @@ from typing import TYPE_CHECKING
 
 from ..errors import (
     ConnectionLostError,
+    storage_error,
     EventTooLargeError,
     InvalidSequenceError,
     PravegaEmbeddedError,
@@ -64,6 +69,10 @@ __all__ = ["Connection", "RemoteStore", "RemoteWriter", "RemoteReader", "connect
 
 READ_BATCH = 1024  # events a reader asks for at once
 KEY_CACHE = 4096  # routing keys a writer keeps encoded
+WRITE_MAX = 16 << 20  # a writer sends its buffer before it takes more than this in a WRITE
+ATOMIC_MAX = 64 << 20  # the largest write_events batch from a client (under wire.FRAME_MAX)
+EVENT_OVERHEAD = 8  # a WRITE's bytes per event besides key and payload
+UNACKED_MAX = 32 << 20  # a writer keeps this much sent but not known durable, then flushes
 
 
 class Connection:
@@ -71,14 +80,20 @@ class Connection:
 
     def __init__(self, path: str, timeout: float = 10.0) -> None:
         self.path = path
-        dirfd = os.open(path, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
-        sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
         try:
-            sock.settimeout(timeout)
-            sock.connect(socket_path(dirfd))
+            dirfd = os.open(path, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
         except OSError as exc:
-            sock.close()
-            raise ConnectionLostError(f"cannot connect to the owner of store {path}: {exc}") from None
+            raise storage_error(exc.errno or 0, "opening the store directory", path=path) from None
+        try:
+            sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+            try:
+                sock.settimeout(timeout)
+                sock.connect(socket_path(dirfd))
+            except OSError as exc:
+                sock.close()
+                raise ConnectionLostError(f"cannot connect to the owner of store {path}: {exc}") from None
+        except OSError as exc:  # no socket could be made (out of descriptors, memory)
+            raise storage_error(exc.errno or 0, "making a socket to the owner", path=path) from None
         finally:
             os.close(dirfd)
         self._fs = FramedSocket(sock, f"the owner of store {path}")
@@ -125,12 +140,16 @@ class Connection:
     def _exchange(self, kind: int, body: bytes) -> tuple[int, bytes]:
         with self._lock:
             rid = self._request()
-            self._fs.send(kind, rid, body)
-            while True:
-                header, answer = self._fs.recv(FRAME_MAX)
-                if header.request == rid:
-                    break
-                self._late(header.kind, header.request, answer)
+            try:
+                self._fs.send(kind, rid, body)
+                while True:
+                    header, answer = self._fs.recv(FRAME_MAX)
+                    if header.request == rid:
+                        break
+                    self._late(header.kind, header.request, answer)
+            except BaseException:
+                self._fs.close()  # where the next frame starts is unknown: the connection ends
+                raise
         self.raise_write_error()
         if header.kind == Kind.ERROR:
             raise decode_error(answer)
@@ -143,22 +162,38 @@ class Connection:
         self._writes.discard(request)
         self._write_errors.append(decode_error(body))
 
-    def write(self, body: bytes) -> None:
-        """Send a WRITE without waiting (invariant 2); first raise a failure of an earlier one."""
+    def collect(self) -> bool:
+        """Take in the failures of earlier WRITEs that have arrived, without blocking; True if
+        one waits to be raised (``raise_write_error``)."""
         with self._lock:
-            while self._fs.readable():  # failures of earlier WRITEs, without blocking
-                header, answer = self._fs.recv(FRAME_MAX)
-                self._late(header.kind, header.request, answer)
-            self.raise_write_error()
+            try:
+                while self._fs.readable():
+                    header, answer = self._fs.recv(FRAME_MAX)
+                    self._late(header.kind, header.request, answer)
+            except BaseException:
+                self._fs.close()
+                raise
+            return bool(self._write_errors)
+
+    def write(self, body: bytes, kind: int = Kind.WRITE) -> None:
+        """Send a WRITE without waiting for it (invariant 2)."""
+        with self._lock:
             rid = self._request()
             if len(self._writes) > 100_000:
                 self._writes.clear()  # ids of WRITEs long since applied
             self._writes.add(rid)
-            self._fs.send(Kind.WRITE, rid, body)
+            try:
+                self._fs.send(kind, rid, body)
+            except BaseException:
+                self._fs.close()
+                raise
 
     def raise_write_error(self) -> None:
         if self._write_errors:
             raise self._write_errors.popleft()
+
+    def discard_write_errors(self) -> None:
+        self._write_errors.clear()
 
     def close(self) -> None:
         self._fs.close()
@@ -381,7 +416,11 @@ class RemoteWriter:
         self._lock = threading.RLock()
         self._buf: list[tuple[bytes | None, bytes]] = []
         self._first = self._seq + 1  # the sequence of _buf[0]
-        self._nbytes = 0
+        self._nbytes = 0  # payload bytes in _buf (batch_bytes counts these, as in process)
+        self._wire = 0  # the bytes _buf takes in a WRITE (kept under WRITE_MAX)
+        self._unacked: deque[tuple[int, bytes, int]] = deque()  # (last sequence, body, kind) sent
+        self._unacked_bytes = 0
+        self._resend = False  # a batch failed: send every unacknowledged one again first
         self._closed = False
         self._linger_thread: threading.Thread | None = None
         self._wake = threading.Condition(self._lock)
@@ -430,7 +469,8 @@ class RemoteWriter:
                 self._seq += 1
             self._buf.append((kb, ev))
             self._nbytes += len(ev)
-            if self._nbytes >= self.batch_bytes or len(self._buf) >= MAX_PENDING_EVENTS:
+            self._wire += len(ev) + (len(kb) if kb else 0) + EVENT_OVERHEAD
+            if self._nbytes >= self.batch_bytes or self._wire >= WRITE_MAX or len(self._buf) >= MAX_PENDING_EVENTS:
                 self._send()
             elif len(self._buf) == 1 and self.linger > 0:
                 self._linger()
@@ -445,23 +485,68 @@ class RemoteWriter:
     def write_events(self, events: "Iterable[object]", routing_key: str | None = None) -> int:
         """Write ``events`` atomically (one journal record in the owner); the last sequence."""
         evs = [self._event(e) for e in events]
-        encode_key(routing_key)
+        kb = encode_key(routing_key)
+        if not evs:
+            return self._seq
+        size = sum(len(e) + (len(kb) if kb else 0) + EVENT_OVERHEAD for e in evs)
+        if size > ATOMIC_MAX or len(evs) > MAX_PENDING_EVENTS:
+            raise EventTooLargeError(
+                f"a batch of {size} bytes ({len(evs)} events) for {self.scope}/{self.stream}: from "
+                f"a client process an atomic batch is at most {ATOMIC_MAX} bytes and "
+                f"{MAX_PENDING_EVENTS} events; write it in parts")
         with self._lock:
             self._check()
             self._send()
-            last = self._conn.call(self._handle, "write_events", evs, routing_key)
-            self._seq = int(last)  # type: ignore[call-overload]
+            first = self._seq + 1
+            body = encode_write(self._handle, first, [(kb, e) for e in evs])
+            self._conn.write(body, Kind.WRITE_ATOMIC)
+            self._seq = first + len(evs) - 1
+            self._sent(self._seq, body, Kind.WRITE_ATOMIC)
             self._first = self._seq + 1
             return self._seq
 
     def _send(self) -> None:
-        """Hand the buffer to the owner (invariant 2)."""
+        """Hand the buffer to the owner (invariant 2). A failure of an earlier batch is raised
+        first, with this buffer kept, and every batch not yet known durable is sent again
+        before anything new (invariant 6)."""
+        if self._conn.collect():
+            self._resend = True
+            self._conn.raise_write_error()
+        if self._resend:
+            for _, body, kind in self._unacked:  # in order; what the owner has is dropped there
+                self._conn.write(body, kind)
+            self._resend = False
         if not self._buf:
             return
-        buf, first = self._buf, self._first
-        self._buf, self._nbytes = [], 0
+        body = encode_write(self._handle, self._first, self._buf)
+        self._conn.write(body)  # a failure here ends the connection: the writer is dead
+        self._sent(self._seq, body, Kind.WRITE)
+        self._buf, self._nbytes, self._wire = [], 0, 0
         self._first = self._seq + 1
-        self._conn.write(encode_write(self._handle, first, buf))
+
+    def _sent(self, last: int, body: bytes, kind: int) -> None:
+        """Keep a batch sent until the owner says it is durable (invariant 6); past
+        ``UNACKED_MAX`` bytes, wait for that (the owner's pace bounds the client's memory)."""
+        self._unacked.append((last, body, kind))
+        self._unacked_bytes += len(body)
+        if self._unacked_bytes > UNACKED_MAX:
+            self._flush_owner(None)
+
+    def _flush_owner(self, timeout: float | None) -> int:
+        try:
+            durable = int(self._conn.call(self._handle, "flush", timeout))  # type: ignore[call-overload]
+        except ConnectionLostError:
+            raise
+        except PravegaEmbeddedError:
+            self._resend = True  # a batch may have failed: send what is not durable again
+            raise
+        self._acked(durable)
+        return durable
+
+    def _acked(self, durable: int) -> None:
+        self._durable = durable
+        while self._unacked and self._unacked[0][0] <= durable:
+            self._unacked_bytes -= len(self._unacked.popleft()[1])
 
     def _linger(self) -> None:
         """Send the buffer ``linger`` seconds after its first event, if nothing sent it before."""
@@ -472,6 +557,8 @@ class RemoteWriter:
         self._wake.notify()
 
     def _linger_loop(self) -> None:
+        """Send a buffer ``linger`` seconds old. A failure is left for the application's next
+        call to raise (never taken here), and the loop goes on."""
         with self._lock:
             while not self._closed:
                 if not self._buf:
@@ -479,11 +566,15 @@ class RemoteWriter:
                     continue
                 first = self._first
                 self._wake.wait(self.linger)
-                if self._buf and self._first == first and not self._closed:
-                    try:
-                        self._send()
-                    except PravegaEmbeddedError:
-                        return  # the next call of the application raises it
+                if not self._buf or self._first != first or self._closed:
+                    continue
+                try:
+                    if self._conn.collect():
+                        self._wake.wait()  # a failure waits for the application's next call
+                        continue
+                    self._send()
+                except PravegaEmbeddedError:
+                    self._wake.wait()  # the connection is gone: the next call raises it
 
     def note_time(self, timestamp: int) -> None:
         with self._lock:
@@ -500,7 +591,7 @@ class RemoteWriter:
         """The highest sequence number the owner knows durable."""
         with self._lock:
             if not self._closed:
-                self._durable = int(self._conn.call(self._handle, "durable_sequence"))  # type: ignore[call-overload]
+                self._acked(int(self._conn.call(self._handle, "durable_sequence")))  # type: ignore[call-overload]
             return self._durable
 
     def flush(self, timeout: float | None = None) -> int:
@@ -508,20 +599,25 @@ class RemoteWriter:
         with self._lock:
             self._check()
             self._send()
-            self._durable = int(self._conn.call(self._handle, "flush", timeout))  # type: ignore[call-overload]
-            return self._durable
+            return self._flush_owner(timeout)
 
     def _check(self) -> None:
         if self._closed:
             raise WriterClosedError(f"writer {self.writer_id!r} on {self.scope}/{self.stream} is closed")
 
     def close(self) -> None:
-        """Flush and close. Idempotent."""
+        """Flush and close. Idempotent. After a failure the application was told of (a call
+        raised it), what was not written is dropped, as an in-process writer drops events it
+        refused, and close does not raise it again."""
         with self._lock:
             if self._closed:
                 return
             try:
-                self._send()
+                if self._resend:
+                    self._conn.collect()
+                    self._conn.discard_write_errors()
+                else:
+                    self._send()
                 self._conn.call(self._handle, "close")
             finally:
                 self._closed = True

@@ -7,9 +7,10 @@ the accepting thread, one thread per connection, the handshake, the peer check, 
 Invariants:
   1. Only a peer running as the owner's user is served (SO_PEERCRED); any other gets an
      ERROR (PermissionDeniedError) and is disconnected before a byte of its is read.
-  2. Before the handshake a frame is at most ``HELLO_MAX`` bytes and must arrive within
-     ``HANDSHAKE_TIMEOUT``; after it, a CALL is at most ``CALL_MAX`` and any frame at most
-     ``FRAME_MAX`` (checked before the body is read: wire invariant 1).
+  2. Before the handshake a frame is at most ``HELLO_MAX`` bytes and the whole HELLO must
+     arrive within ``HANDSHAKE_TIMEOUT`` (a deadline, not a per-read timeout); after it, a CALL
+     is at most ``CALL_MAX`` and any frame at most ``FRAME_MAX``, both checked on the header
+     before the body is read, whose buffer grows only as bytes arrive (framing invariant 1).
   3. At most ``MAX_CONNECTIONS`` connections are served; one more is refused with an ERROR.
   4. A failed call answers ERROR and the connection goes on; bytes that are not the protocol
      answer ERROR (ProtocolError) and close the connection. Nothing a client sends can stop
@@ -68,6 +69,8 @@ CALL_MAX = 1 << 20
 CLOSE_WAIT_S = 5.0  # close waits this long in all for the connection threads
 READ_POLL_S = 0.25  # a blocking read looks this often whether its client is still there
 _UCRED = struct.Struct("3i")  # pid, uid, gid
+_KIND_CAPS = {Kind.CALL: CALL_MAX + 5}  # frame lengths count kind and request id
+ACCEPT_BACKOFF_S = 0.1  # after a failed accept (out of descriptors, memory)
 
 
 def socket_path(dirfd: int) -> str:
@@ -104,20 +107,26 @@ class OwnerServer:
         except BaseException:
             os.close(self._dirfd)
             raise
-        self._info = json.dumps({"store": store.path, "pid": os.getpid(), "durability": store.durability})
+        self._info = json.dumps({"pid": os.getpid(), "durability": store.durability})
         self._acceptor = threading.Thread(target=self._accept_loop, name="pe-owner-accept", daemon=True)
         self._acceptor.start()
 
     # ------------------------------------------------------------------ accepting
     def _accept_loop(self) -> None:
+        failing = False
         while True:
             try:
                 sock, _ = self._listener.accept()
-            except OSError:
+            except OSError as exc:
                 if self._closed:
                     return
-                LOG.exception("store %s: accepting a connection failed", self.store.path)
+                if not failing:
+                    LOG.error("store %s: accepting a connection failed (%s); trying again every "
+                              "%.1f s", self.store.path, exc, ACCEPT_BACKOFF_S)
+                failing = True
+                time.sleep(ACCEPT_BACKOFF_S)  # EMFILE and the like do not go away at once
                 continue
+            failing = False
             if self._closed:
                 sock.close()
                 return
@@ -163,9 +172,8 @@ class OwnerServer:
             _refuse(fs, PermissionDeniedError(
                 f"store {self.store.path} is served only to processes of uid {self._uid}"))
             return None
-        sock.settimeout(HANDSHAKE_TIMEOUT)
         try:
-            header, body = fs.recv(HELLO_MAX)
+            header, body = fs.recv(HELLO_MAX, deadline=time.monotonic() + HANDSHAKE_TIMEOUT)
             if header.kind != Kind.HELLO:
                 raise ProtocolError(f"the first message must be a HELLO, not kind {header.kind}")
             hello = parse_hello(body)
@@ -192,7 +200,7 @@ class OwnerServer:
     def _loop(self, fs: FramedSocket, session: Session) -> None:
         while True:
             try:
-                header, body = fs.recv(FRAME_MAX)
+                header, body = fs.recv(FRAME_MAX, _KIND_CAPS)
             except PravegaEmbeddedError as exc:
                 if isinstance(exc, ProtocolError):
                     _refuse(fs, exc)
@@ -217,13 +225,11 @@ class OwnerServer:
                     return
 
     def _one(self, fs: FramedSocket, session: Session, kind: int, request: int, body: bytes) -> None:
-        if kind == Kind.WRITE:
-            session.write(parse_write(body))
+        if kind in (Kind.WRITE, Kind.WRITE_ATOMIC):
+            session.write(parse_write(body), atomic=kind == Kind.WRITE_ATOMIC)
             return
         if kind != Kind.CALL:
             raise ProtocolError(f"a client does not send messages of kind {kind}")
-        if len(body) > CALL_MAX:
-            raise ProtocolError(f"a CALL of {len(body)} bytes is over the {CALL_MAX}-byte limit")
         msg = loads(body)
         if not isinstance(msg, dict) or not isinstance(msg.get("m"), str):
             raise ProtocolError("a CALL is a map with a method name")

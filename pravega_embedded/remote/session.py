@@ -11,7 +11,9 @@ Invariants:
   3. A writer's events are written with the client's sequence numbers (explicit sequences), so
      a batch resent after a lost connection is dropped as duplicates: exactly once.
   4. Serializers never cross the wire: writers and readers in the owner carry bytes; the
-     client serializes and deserializes.
+     client serializes and deserializes. Keyword arguments starting with ``_`` are refused.
+  5. A read never loses an event its reader took: one over MAX_EVENT_SIZE (not carried yet)
+     or an error after some events were taken is held and answered by the next read.
 
 Thread-safety: a session is driven by its connection's thread; ``close`` may come from the
 server's closing thread as well (it only closes handles, which are thread-safe).
@@ -23,10 +25,15 @@ import logging
 import threading
 from typing import TYPE_CHECKING, Callable
 
-from ..errors import InvalidConfigurationError, PravegaEmbeddedError
-from ..events import EventPointer
+from ..errors import (
+    EventTooLargeError,
+    InvalidConfigurationError,
+    InvalidEventPointerError,
+    PravegaEmbeddedError,
+)
+from ..events import EventPointer, EventRead
 from ..reader import EventStreamReader
-from ..writer import EventStreamWriter
+from ..writer import MAX_EVENT_SIZE, EventStreamWriter
 from .values import Handle
 from .wire import WireEvent, WriteBatch
 
@@ -43,7 +50,7 @@ STORE_CALLS = frozenset({
     "tiered_bytes", "tiering_status", "flush_tier2", "status", "checkpoint", "reclaim",
     "list_reader_groups",
 })
-WRITER_CALLS = frozenset({"flush", "note_time", "write_events", "last_sequence", "durable_sequence"})
+WRITER_CALLS = frozenset({"flush", "note_time", "last_sequence", "durable_sequence"})
 READER_CALLS = frozenset({"position", "position_before", "get_current_time_window"})
 READ_MAX_EVENTS = 4096  # the most events one read answer carries ...
 READ_MAX_BYTES = 4 << 20  # ... and about the most payload bytes
@@ -57,6 +64,7 @@ class Session:
         self.store = store
         self.peer = peer
         self._handles: dict[int, EventStreamWriter | EventStreamReader] = {}
+        self._held: dict[int, EventRead | PravegaEmbeddedError] = {}  # a reader's next answer
         self._next = 1
         self._lock = threading.Lock()
         self.closed = False
@@ -66,6 +74,9 @@ class Session:
         """A CALL (invariant 1); the value to send back."""
         if not isinstance(method, str):
             raise InvalidConfigurationError("a call names its method with a string")
+        if any(k.startswith("_") for k in kwargs):  # private arguments stay private
+            raise InvalidConfigurationError(f"{method!r} takes no argument "
+                                            f"{next(k for k in kwargs if k.startswith('_'))!r}")
         if handle == 0:
             return self._store_call(method, args, kwargs)
         obj = self._get(handle)
@@ -78,9 +89,6 @@ class Session:
             attr = getattr(obj, method)
             if method in ("last_sequence", "durable_sequence"):
                 return attr
-            if method == "write_events":
-                attr(*args, **kwargs)
-                return obj.last_sequence
             return attr(*args, **kwargs)
         if method not in READER_CALLS:
             raise _refused("reader", method)
@@ -109,34 +117,63 @@ class Session:
 
     def fetch(self, pointer: object) -> list[WireEvent]:
         if not isinstance(pointer, EventPointer):
-            raise InvalidConfigurationError("fetch_event takes an EventPointer")
+            raise InvalidEventPointerError(f"expected an EventPointer, got {type(pointer).__name__}")
         ev = self.store.fetch_event(pointer)
+        if len(ev.event) > MAX_EVENT_SIZE:
+            raise EventTooLargeError(f"the event at {pointer} is {len(ev.event)} bytes: events over "
+                                     f"{MAX_EVENT_SIZE} bytes are read by the owner process only for now")
         return [WireEvent(ev.segment_id, ev.offset, ev.length, ev[1], ev.event)]
 
     def read(self, handle: int, timeout: float, max_events: int) -> tuple[list[WireEvent], bool]:
         """Up to ``max_events`` events of a reader: the first waits up to ``timeout``, the rest
-        are what is there already; and whether the reader has read everything to its end."""
+        are what is there already; and whether the reader has read everything to its end
+        (invariant 5)."""
         r = self._get(handle)
         if not isinstance(r, EventStreamReader):
             raise InvalidConfigurationError(f"handle {handle} is not a reader")
+        held = self._held.pop(handle, None)
+        if isinstance(held, BaseException):
+            raise held
         limit = max(1, min(max_events, READ_MAX_EVENTS))
         out: list[WireEvent] = []
         size = 0
-        ev = r.read_next_event(timeout)
+        ev = held if held is not None else r.read_next_event(timeout)
         while ev is not None:
+            if len(ev.event) > MAX_EVENT_SIZE:  # a large event: not carried yet
+                if out:
+                    self._held[handle] = ev  # the events before it go first
+                    break
+                self._held[handle] = ev  # and every later read stops here: never skipped
+                raise EventTooLargeError(
+                    f"the next event of {r.scope}/{r.stream} (segment {ev.segment_id}, offset "
+                    f"{ev.offset}) is {len(ev.event)} bytes: events over {MAX_EVENT_SIZE} bytes "
+                    "are read by the owner process only for now (docs/multiprocess.md)")
             out.append(WireEvent(ev.segment_id, ev.offset, ev.length, ev[1], ev.event))
             size += len(ev.event)
             if len(out) >= limit or size >= READ_MAX_BYTES:
                 break
-            ev = r.read_next_event(0)
+            try:
+                ev = r.read_next_event(0)
+            except PravegaEmbeddedError as exc:  # the events taken already go first
+                self._held[handle] = exc
+                break
         return out, not out and r.at_end
 
-    def write(self, batch: WriteBatch) -> None:
-        """A WRITE (invariant 3)."""
+    def write(self, batch: WriteBatch, atomic: bool = False) -> None:
+        """A WRITE (invariant 3); ``atomic`` (WRITE_ATOMIC): one key, one journal record, as
+        ``write_events`` (a resend of it is dropped whole)."""
         w = self._get(batch.handle)
         if not isinstance(w, EventStreamWriter):
             raise InvalidConfigurationError(f"handle {batch.handle} is not a writer")
-        w.write_sequenced(batch.first, batch.events)
+        if not atomic:
+            w.write_sequenced(batch.first, batch.events)
+            return
+        keys = {key for key, _ in batch.events}
+        if len(keys) != 1 or batch.first != w.last_sequence + 1:
+            if len(keys) == 1 and batch.first <= w.last_sequence:
+                return  # a resend of a batch written before
+            raise InvalidConfigurationError("an atomic WRITE has one routing key and follows the last sequence")
+        w.write_events([ev for _, ev in batch.events], keys.pop())
 
     # ------------------------------------------------------------------ handles
     def _add(self, kind: str, obj: EventStreamWriter | EventStreamReader, info: dict[str, object]) -> Handle:
@@ -159,6 +196,7 @@ class Session:
     def _close_handle(self, handle: int) -> None:
         with self._lock:
             obj = self._handles.pop(handle, None)
+            self._held.pop(handle, None)
         if obj is not None:
             obj.close()
 

@@ -5,9 +5,10 @@ EventPointer, TieringStatus, ...) into JSON and back, and an exception into an E
 back into the same ``pravega_embedded.errors`` class in the client.
 
 Invariants:
-  1. Only JSON scalars, lists and tagged objects travel: ``{"$t": name, "f": {...}}`` for a
-     value class on the allowlist ``VALUE_TYPES`` (built with its own constructor, so its own
-     checks run), ``{"$b": base64}`` for bytes, ``{"$tuple": [...]}``, ``{"$map": [[k, v],
+  1. Only JSON scalars, lists and tagged objects travel: ``{"$t": name, "j": {...}}`` for a
+     configuration (StreamConfiguration, ScalingPolicy, RetentionPolicy: built with their
+     ``from_json``, whose factories check every field), ``{"$t": name, "f": {...}}`` for another
+     value class on the allowlist ``VALUE_TYPES`` (built with its constructor), ``{"$b": base64}`` for bytes, ``{"$tuple": [...]}``, ``{"$map": [[k, v],
      ...]}``, ``{"$cut": text}`` for a StreamCut, ``{"$h": id, ...}`` for a handle. Nothing else
      is decoded: a name off the allowlist or an unknown tag is a ProtocolError.
   2. An error decodes to the class of the same name in ``pravega_embedded.errors`` when it is
@@ -46,9 +47,10 @@ class RemoteError(PravegaEmbeddedError, RuntimeError):
     the text names its type and message; the owner logs it in full."""
 
 
+_CONFIGS = (StreamConfiguration, ScalingPolicy, RetentionPolicy)  # checked by their from_json
 VALUE_TYPES: dict[str, type] = {
     cls.__name__: cls
-    for cls in (StreamConfiguration, ScalingPolicy, RetentionPolicy, StreamInfo, SegmentInfo,
+    for cls in (StreamInfo, SegmentInfo,
                 EpochInfo, SegmentRange, EventPointer, StoreStatus, BackgroundFailure,
                 TimeWindow, SegmentCountChange)
 }
@@ -90,6 +92,8 @@ def encode_value(v: object) -> _JSON:
     if isinstance(v, dict):
         return {"$map": [[encode_value(k), encode_value(x)] for k, x in v.items()]}
     name = type(v).__name__
+    if isinstance(v, _CONFIGS):
+        return {"$t": name, "j": v.to_json()}
     if dataclasses.is_dataclass(v) and VALUE_TYPES.get(name) is type(v):
         return {"$t": name, "f": {f.name: encode_value(getattr(v, f.name))
                                   for f in dataclasses.fields(v) if f.init}}
@@ -120,6 +124,16 @@ def decode_value(j: _JSON) -> object:
             if not isinstance(j["$h"], int) or not isinstance(info, dict):
                 raise ProtocolError("a handle needs an int id and a map of info")
             return Handle(j["$h"], _str(j.get("kind")), info)
+        if "$t" in j and "j" in j:
+            conf = {c.__name__: c for c in _CONFIGS}.get(_str(j["$t"]))
+            if conf is None or not isinstance(j["j"], dict):
+                raise ProtocolError(f"{str(j['$t'])[:80]!r} is not a configuration this side knows")
+            try:
+                return conf.from_json(j["j"])
+            except (KeyError, TypeError, ValueError) as exc:
+                if isinstance(exc, PravegaEmbeddedError):
+                    raise
+                raise errors.InvalidConfigurationError(f"a {conf.__name__} that does not decode: {exc!r}") from None
         if "$t" in j:
             cls = VALUE_TYPES.get(_str(j["$t"]))
             fields = j.get("f")
@@ -161,7 +175,13 @@ def _hashable(x: object) -> object:
 
 
 def dumps(v: object) -> bytes:
-    return json.dumps(encode_value(v), separators=(",", ":"), allow_nan=True).encode()
+    """The JSON body of ``v``; InvalidConfigurationError if something in it is not a value that
+    can go to another process."""
+    try:
+        return json.dumps(encode_value(v), separators=(",", ":"), allow_nan=True).encode()
+    except (TypeError, ValueError, RecursionError) as exc:
+        raise errors.InvalidConfigurationError(f"{exc}: pass plain values (str, int, float, bytes, "
+                                               "lists, dicts, StreamCut, StreamConfiguration, ...)") from None
 
 
 def loads(raw: bytes | bytearray | memoryview) -> object:

@@ -65,8 +65,9 @@ class Kind:
     ERROR = 5  # owner -> client: a call failed (JSON: error class, message)
     WRITE = 6  # client -> owner: a writer's events (binary, no reply unless it fails)
     EVENTS = 7  # owner -> client: events read (binary)
+    WRITE_ATOMIC = 8  # client -> owner: a write_events batch (a WRITE body; one key, one record)
 
-    ALL = frozenset({HELLO, WELCOME, CALL, RESULT, ERROR, WRITE, EVENTS})
+    ALL = frozenset({HELLO, WELCOME, CALL, RESULT, ERROR, WRITE, EVENTS, WRITE_ATOMIC})
 
 
 class Header(NamedTuple):

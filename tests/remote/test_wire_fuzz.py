@@ -115,7 +115,7 @@ def test_bad_values_are_refused(text):
 
 
 def test_objects_that_are_not_values_are_not_sent():
-    with pytest.raises(TypeError):
+    with pytest.raises(errors.InvalidConfigurationError, match="plain values"):
         values.dumps(object())
 
 
