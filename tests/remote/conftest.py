@@ -30,12 +30,4 @@ def client(owner):
 @pytest.fixture(params=["in-process", "connected"])
 def handle(request, owner):
     """The contract suite's store: the owner itself, or a client connected to it."""
-    if request.param == "in-process":
-        yield owner
-        return
-    store = pe.open(owner.path)
-    assert isinstance(store, pe.RemoteStore)
-    try:
-        yield store
-    finally:
-        store.close()
+    return owner if request.param == "in-process" else request.getfixturevalue("client")
