@@ -174,7 +174,7 @@ class Store:
                  tier2_options: Mapping[str, object] | None = None,
                  tier2_file_bytes: int = DEFAULT_FILE_BYTES, tier2_file_age: float = DEFAULT_FILE_AGE_S,
                  local_budget: int | None = None, local_budget_timeout: float = 60.0,
-                 tier2_delete_grace: float = 60.0, serve: bool = True,
+                 tier2_delete_grace: float = 60.0, serve: bool = True, reader_timeout: float = 30.0,
                  _temporary: bool = False) -> None:
         _check_options(durability, roll_bytes, maintenance_interval, retention_interval, large_event_limit)
         tiering = _tiering_options(os.path.abspath(os.fspath(path)), tier2, tier2_options,
@@ -185,6 +185,10 @@ class Store:
                 f"large_event_limit {large_event_limit} is over {TIERED_EVENT_LIMIT} (2 GiB - 64 KiB), "
                 "the largest event tier 2 holds (a Parquet value is under 2 GiB): lower it, or open "
                 "the store with tier2=False")
+        if isinstance(reader_timeout, bool) or not isinstance(reader_timeout, (int, float)) \
+                or not 0 < reader_timeout < float("inf"):
+            raise InvalidConfigurationError(f"reader_timeout must be seconds > 0, got {reader_timeout!r}")
+        self.reader_timeout = float(reader_timeout)  # a dead client's group readers go offline after it
         self.large_event_limit = large_event_limit
         self.maintenance_interval = float(maintenance_interval)
         self.retention_interval = float(retention_interval)

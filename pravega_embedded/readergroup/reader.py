@@ -42,7 +42,7 @@ from __future__ import annotations
 import threading
 import time
 import uuid
-from typing import TYPE_CHECKING, Any, Iterator
+from typing import TYPE_CHECKING, Any, Iterator, Mapping
 
 from ..errors import (
     ReaderClosedError,
@@ -73,7 +73,7 @@ from .state import (
 if TYPE_CHECKING:
     from ..engine import Engine
 
-__all__ = ["GroupReader"]
+__all__ = ["GroupReader", "chunk_context", "make_context", "marker_of", "make_marker"]
 
 _new = tuple.__new__
 _NS = 1_000_000_000
@@ -204,6 +204,13 @@ class GroupReader:
         with self._lock:
             return Position.of(self._returned())
 
+    def position_before(self, unreturned: Mapping[str, int]) -> Position:
+        """The Position just before events this reader returned that its caller has not taken
+        yet (``{"scope/stream/segment": offset of the first such event}``): where a proxy that
+        reads ahead (a client of a shared store) stands."""
+        with self._lock:
+            return Position.of(_before(self._returned(), unreturned))
+
     def get_current_time_window(self, scope: str, stream: str) -> TimeWindow:
         """The event-time window of ``scope/stream`` at the segments this reader holds:
         ``TimeWindow(lower, upper)`` (docs/event-time.md); bounds are None until known."""
@@ -218,9 +225,7 @@ class GroupReader:
         return self._engine.watermarks.window(st, pos, set(pos))
 
     def _marker_event(self, name: str | None) -> EventRead:
-        ctx = _MarkerContext(("", ""))
-        ctx.position = self.position()  # type: ignore[attr-defined]
-        return _new(_Marker, (None, None, -1, -1, 0, ctx, name, name is None))
+        return make_marker(name, self.position())
 
     # ------------------------------------------------------------------ reading
     def read_next_event(self, timeout: float | None = None) -> EventRead | None:
@@ -232,6 +237,28 @@ class GroupReader:
             except StopIteration:
                 pass
         return self._slow(timeout)
+
+    def read_batch(self, timeout: float | None, max_events: int, max_bytes: int) -> list[EventRead]:
+        """``read_next_event(timeout)`` and then up to ``max_events`` events in all (about
+        ``max_bytes`` of frames) of the chunk it came from, for a proxy that hands them out
+        later: the group protocol (checkpoints, balancing) runs at the next call, when the
+        proxy's caller has taken them all. A marker comes alone. Empty when nothing came."""
+        first = self.read_next_event(timeout)
+        if first is None:
+            return []
+        out = [first]
+        if first[0] is None and isinstance(first, _Marker):
+            return out
+        size = first[4]
+        with self._lock:  # close() takes the buffered chunk away under this lock
+            it = self._it
+            while len(out) < max_events and size < max_bytes and not self._closed:
+                ev = next(it, None)
+                if ev is None:
+                    break
+                out.append(ev)
+                size += ev[4]
+        return out
 
     def _fail(self, exc: BaseException) -> None:
         self._closed = True
@@ -486,6 +513,11 @@ class GroupReader:
     def close(self) -> None:
         """Leave the group, releasing this reader's segments at its exact position (events
         returned are not re-delivered to other readers). Idempotent; wakes a blocked read."""
+        self.close_before({})
+
+    def close_before(self, unreturned: Mapping[str, int]) -> None:
+        """``close()`` for a proxy that read ahead: the segments are released before the
+        events its caller did not take (``position_before``)."""
         if self._closed:
             return
         gs = self._gs
@@ -493,12 +525,37 @@ class GroupReader:
             if self._closed:
                 return
             self._closed = True
-            final = self._returned(take=True)
+            final = _before(self._returned(take=True), unreturned)
             try:
                 if not gs.deleted and not self._engine.closed:
                     gs.update(lambda s: self._member(s) and (remove_reader(s, self.reader_id, final) or True))
             finally:
                 self._release()
+
+    def abandon(self) -> None:
+        """Leave this process as if it died: the reader stays in the group with its segments
+        (a reader of the same id resumes them at its last checkpoint) until
+        ``offline_if_abandoned`` or the group's ``reader_offline``. Idempotent."""
+        with self._lock:
+            if self._closed:
+                return
+            self._closed = True
+            self._it = iter(())
+            self._release()
+
+    def offline_if_abandoned(self) -> bool:
+        """After ``abandon``: ``reader_offline(reader_id, None)`` (its segments go back at its
+        last checkpoint) unless a reader of the same id joined since. True if it was done."""
+        if self._gs.deleted or self._engine.closed:
+            return False
+
+        def fn(s: dict[str, Any]) -> bool:
+            if not self._member(s):
+                return False
+            remove_reader(s, self.reader_id, None)
+            return True
+
+        return self._gs.update(fn) is not None
 
     def _release(self) -> None:
         """Forget this reader in the process and wake its blocked read."""
@@ -531,3 +588,44 @@ class GroupReader:
     def __repr__(self) -> str:
         return (f"<GroupReader {self.reader_id!r} of {self.group_name!r} "
                 f"segments={len(self._owned)}{' closed' if self._closed else ''}>")
+
+
+def _before(pos: dict[str, int], unreturned: Mapping[str, int]) -> dict[str, int]:
+    for k, off in unreturned.items():
+        if k in pos and isinstance(off, int) and not isinstance(off, bool):
+            pos[k] = min(pos[k], off)
+    return pos
+
+
+# ---------------------------------------------------------------------------- proxies
+# A client of a shared store rebuilds what a group reader returned in the owner: the events'
+# chunk contexts (so ``.position`` is the same) and the markers.
+def chunk_context(ev: EventRead) -> tuple[tuple[str, str], str, dict[str, int]] | None:
+    """Of an event a group reader returned: its stream's names, its segment's key and the
+    reader's positions when its chunk was read; None for a marker."""
+    ctx = ev[5]
+    if not isinstance(ctx, _Context):
+        return None
+    return (ctx[0], ctx[1]), ctx.key, ctx.base  # type: ignore[attr-defined]
+
+
+def make_context(names: tuple[str, str], key: str, base: dict[str, int]) -> tuple[str, str]:
+    """The context ``chunk_context`` described, for ``EventRead.make``."""
+    ctx = _Context(names)
+    ctx.key = key  # type: ignore[attr-defined]
+    ctx.base = base  # type: ignore[attr-defined]
+    return ctx
+
+
+def marker_of(ev: EventRead) -> tuple[str | None, Position] | None:
+    """Of a marker: its checkpoint name (None for read-completed) and position; else None."""
+    if not isinstance(ev, _Marker):
+        return None
+    return ev[6], ev[5].position
+
+
+def make_marker(name: str | None, position: Position) -> EventRead:
+    """The marker ``marker_of`` described."""
+    ctx = _MarkerContext(("", ""))
+    ctx.position = position  # type: ignore[attr-defined]
+    return _new(_Marker, (None, None, -1, -1, 0, ctx, name, name is None))

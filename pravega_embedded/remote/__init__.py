@@ -6,7 +6,10 @@ same directory (docs/multiprocess.md; bytes in docs/wire-protocol.md).
 - ``framing``  frames over a socket
 - ``session``  one connection's handles and allowed calls, in the owner
 - ``server``   the owner's unix socket, its threads, the peer check and the caps
+- ``connection`` one socket to the owner: handshake, calls, pipelined writes
 - ``client``   ``RemoteStore``, ``RemoteWriter``, ``RemoteReader``
+- ``handles``  reader groups and their readers, checkpoints, transactions, byte streams,
+               watchers and slices of a client
 - ``opening``  ``pe.open``: own the store, or connect to its owner
 
 Importing this package registers the server with the store (``store.register_server``).
@@ -15,11 +18,24 @@ Importing this package registers the server with the store (``store.register_ser
 from ..store import register_server
 from ..tiering import TieringStatus
 from .client import RemoteReader, RemoteStore, RemoteWriter
+from .handles import (
+    RemoteByteStream,
+    RemoteCheckpointFuture,
+    RemoteGroupReader,
+    RemoteReaderGroup,
+    RemoteSegmentWatcher,
+    RemoteSlice,
+    RemoteTransaction,
+    RemoteTransactionalWriter,
+)
 from .opening import open
 from .server import OwnerServer
 from .values import register_value_type
 
-__all__ = ["open", "RemoteStore", "RemoteWriter", "RemoteReader", "OwnerServer"]
+__all__ = ["open", "RemoteStore", "RemoteWriter", "RemoteReader", "OwnerServer",
+           "RemoteReaderGroup", "RemoteGroupReader", "RemoteCheckpointFuture",
+           "RemoteTransactionalWriter", "RemoteTransaction", "RemoteByteStream",
+           "RemoteSegmentWatcher", "RemoteSlice"]
 
 register_server(OwnerServer)
 register_value_type(TieringStatus)

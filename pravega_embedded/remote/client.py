@@ -1,8 +1,8 @@
 """A client of a shared store: the handle ``pe.open`` returns in a process that is not the
 owner, with the store's API, every call carried to the owner (docs/multiprocess.md).
 
-Owns: ``Connection`` (one socket, the handshake, request/answer, pipelined writes),
-``RemoteStore``, ``RemoteWriter`` and ``RemoteReader``.
+Owns: ``RemoteStore``, ``RemoteWriter`` and ``RemoteReader`` (the other handles are in
+``handles``; the socket is ``connection.Connection``).
 
 Invariants:
   1. Each writer and each reader has a connection of its own, so a reader waiting at the tail
@@ -27,18 +27,15 @@ request and answer; a writer's lock for its buffer).
 
 from __future__ import annotations
 
-import json
 import os
-import socket
 import threading
 import time
 from collections import deque
 from collections.abc import Iterator
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Protocol, TypeVar
 
 from ..errors import (
     ConnectionLostError,
-    storage_error,
     EventTooLargeError,
     InvalidSequenceError,
     PravegaEmbeddedError,
@@ -49,13 +46,20 @@ from ..errors import (
     WriterClosedError,
 )
 from ..events import EventPointer, EventRead
+from ..readergroup.config import ReaderGroupConfig
 from ..routing import encode_key
 from ..serializers import Serializer, resolve
 from ..writer import MAX_EVENT_SIZE, MAX_PENDING_EVENTS
-from .framing import FramedSocket
-from .server import socket_path
-from .values import Handle, decode_error, dumps, loads
-from .wire import FRAME_MAX, Kind, WireEvent, encode_hello, encode_write, parse_events, parse_welcome
+from .connection import Connection
+from .handles import (
+    RemoteByteStream,
+    RemoteReaderGroup,
+    RemoteSegmentWatcher,
+    RemoteSlice,
+    RemoteTransactionalWriter,
+)
+from .values import Handle
+from .wire import Kind, WireEvent, encode_write
 
 if TYPE_CHECKING:
     from ..background import StoreStatus
@@ -63,9 +67,16 @@ if TYPE_CHECKING:
     from ..stream import StreamInfo
     from ..streamcut import StreamCut
     from ..tiering import TieringStatus
+    from ..watch import SegmentCountChange
     from ..watermarks import TimeWindow
 
-__all__ = ["Connection", "RemoteStore", "RemoteWriter", "RemoteReader", "connect_local"]
+class _Closeable(Protocol):
+    def close(self) -> None: ...
+
+
+_H = TypeVar("_H", bound=_Closeable)
+
+__all__ = ["RemoteStore", "RemoteWriter", "RemoteReader", "connect_local"]
 
 READ_BATCH = 1024  # events a reader asks for at once
 KEY_CACHE = 4096  # routing keys a writer keeps encoded
@@ -73,144 +84,6 @@ WRITE_MAX = 16 << 20  # a writer sends its buffer before it takes more than this
 ATOMIC_MAX = 64 << 20  # the largest write_events batch from a client (under wire.FRAME_MAX)
 EVENT_OVERHEAD = 8  # a WRITE's bytes per event besides key and payload
 UNACKED_MAX = 32 << 20  # a writer keeps this much sent but not known durable, then flushes
-
-
-class Connection:
-    """One socket to the owner of the store at ``path`` (invariant 5)."""
-
-    def __init__(self, path: str, timeout: float = 10.0) -> None:
-        self.path = path
-        try:
-            dirfd = os.open(path, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
-        except OSError as exc:
-            raise storage_error(exc.errno or 0, "opening the store directory", path=path) from None
-        try:
-            sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
-            try:
-                sock.settimeout(timeout)
-                sock.connect(socket_path(dirfd))
-            except OSError as exc:
-                sock.close()
-                raise ConnectionLostError(f"cannot connect to the owner of store {path}: {exc}") from None
-        except OSError as exc:  # no socket could be made (out of descriptors, memory)
-            raise storage_error(exc.errno or 0, "making a socket to the owner", path=path) from None
-        finally:
-            os.close(dirfd)
-        self._fs = FramedSocket(sock, f"the owner of store {path}")
-        self._lock = threading.Lock()
-        self._next = 1
-        self._write_errors: deque[PravegaEmbeddedError] = deque()
-        self._writes: set[int] = set()  # request ids of WRITEs not known to have failed
-        try:
-            self._fs.send(Kind.HELLO, 0, encode_hello())
-            header, body = self._fs.recv(FRAME_MAX)
-            if header.kind == Kind.ERROR:
-                raise decode_error(body)
-            if header.kind != Kind.WELCOME:
-                raise ProtocolError(f"the owner answered a HELLO with kind {header.kind}")
-            self.info = _welcome_info(parse_welcome(body).info)
-        except TimeoutError:
-            self._fs.close()
-            raise ConnectionLostError(f"the owner of store {path} did not answer within {timeout} s") from None
-        except BaseException:
-            self._fs.close()
-            raise
-        sock.settimeout(None)
-
-    def _request(self) -> int:
-        rid = self._next
-        self._next = rid + 1 if rid < 0xFFFFFFFF else 1
-        return rid
-
-    def call(self, handle: int, method: str, *args: object, **kwargs: object) -> object:
-        """A CALL and its answer's value (RESULT), or its error raised."""
-        body = dumps({"h": handle, "m": method, "a": list(args), "k": kwargs})
-        kind, answer = self._exchange(Kind.CALL, body)
-        if kind != Kind.RESULT:
-            raise ProtocolError(f"the owner answered {method} with kind {kind}")
-        return loads(answer)
-
-    def read(self, handle: int, method: str, *args: object) -> tuple[list[WireEvent], bool]:
-        """A CALL answered with EVENTS (a reader's read, fetch_event)."""
-        kind, answer = self._exchange(Kind.CALL, dumps({"h": handle, "m": method, "a": list(args)}))
-        if kind != Kind.EVENTS:
-            raise ProtocolError(f"the owner answered {method} with kind {kind}")
-        return parse_events(answer)
-
-    def _exchange(self, kind: int, body: bytes) -> tuple[int, bytes]:
-        with self._lock:
-            rid = self._request()
-            try:
-                self._fs.send(kind, rid, body)
-                while True:
-                    header, answer = self._fs.recv(FRAME_MAX)
-                    if header.request == rid:
-                        break
-                    self._late(header.kind, header.request, answer)
-            except BaseException:
-                self._fs.close()  # where the next frame starts is unknown: the connection ends
-                raise
-        self.raise_write_error()
-        if header.kind == Kind.ERROR:
-            raise decode_error(answer)
-        return header.kind, answer
-
-    def _late(self, kind: int, request: int, body: bytes) -> None:
-        """An answer to an earlier WRITE: only failures are answered (invariant 2)."""
-        if kind != Kind.ERROR or request not in self._writes:
-            raise ProtocolError(f"the owner sent kind {kind} for request {request}, which is not waiting")
-        self._writes.discard(request)
-        self._write_errors.append(decode_error(body))
-
-    def collect(self) -> bool:
-        """Take in the failures of earlier WRITEs that have arrived, without blocking; True if
-        one waits to be raised (``raise_write_error``)."""
-        with self._lock:
-            try:
-                while self._fs.readable():
-                    header, answer = self._fs.recv(FRAME_MAX)
-                    self._late(header.kind, header.request, answer)
-            except BaseException:
-                self._fs.close()
-                raise
-            return bool(self._write_errors)
-
-    def write(self, body: bytes, kind: int = Kind.WRITE) -> None:
-        """Send a WRITE without waiting for it (invariant 2)."""
-        with self._lock:
-            rid = self._request()
-            if len(self._writes) > 100_000:
-                self._writes.clear()  # ids of WRITEs long since applied
-            self._writes.add(rid)
-            try:
-                self._fs.send(kind, rid, body)
-            except BaseException:
-                self._fs.close()
-                raise
-
-    def raise_write_error(self) -> None:
-        if self._write_errors:
-            raise self._write_errors.popleft()
-
-    def discard_write_errors(self) -> None:
-        self._write_errors.clear()
-
-    def close(self) -> None:
-        self._fs.close()
-
-    @property
-    def closed(self) -> bool:
-        return self._fs.closed
-
-
-def _welcome_info(text: str) -> dict[str, object]:
-    try:
-        info = json.loads(text)
-    except ValueError:
-        raise ProtocolError("a WELCOME's info is not JSON") from None
-    if not isinstance(info, dict):
-        raise ProtocolError("a WELCOME's info is not a JSON object")
-    return info
 
 
 def connect_local(path: str, deadline: float) -> "RemoteStore":
@@ -235,7 +108,7 @@ class RemoteStore:
         info = self._conn.info
         self.durability = str(info.get("durability", "fsync"))
         self.owner_pid = info.get("pid")
-        self._handles: set[RemoteWriter | RemoteReader] = set()
+        self._handles: set[_Closeable] = set()
         self._lock = threading.Lock()
         self._closed = False
 
@@ -305,7 +178,7 @@ class RemoteStore:
         """Read the one event an EventPointer points to."""
         if self._closed:
             raise StoreClosedError(f"store {self.path} is closed")
-        (ev,), _ = self._conn.read(0, "fetch_event", pointer)
+        (ev,), _, _ = self._conn.read(0, "fetch_event", pointer)
         return _event_read(ev, resolve(serializer), (pointer.scope, pointer.stream))
 
     # ------------------------------------------------------------------ writers and readers
@@ -345,12 +218,72 @@ class RemoteStore:
         self._keep(r)
         return r
 
+    # ------------------------------------------------------------------ groups, transactions, ...
+    def create_reader_group(self, group_name: str, config: "ReaderGroupConfig | list[tuple[str, str]]", *,
+                            exist_ok: bool = False) -> RemoteReaderGroup:
+        if not isinstance(config, ReaderGroupConfig):
+            config = [tuple(x) for x in config]  # type: ignore[misc]
+        return self._group(self._call("create_reader_group", group_name, config, exist_ok=exist_ok))
+
+    def get_reader_group(self, group_name: str) -> RemoteReaderGroup:
+        return self._group(self._call("get_reader_group", group_name))
+
+    def delete_reader_group(self, group_name: str) -> None:
+        self._call("delete_reader_group", group_name)
+
+    def _group(self, h: object) -> RemoteReaderGroup:
+        if not isinstance(h, Handle):
+            raise ProtocolError("a reader group call did not answer a handle")
+        return RemoteReaderGroup(self._conn, h, self._open_connection, self._keep, self._forget)
+
+    def create_transactional_writer(self, scope: str, stream: str, writer_id: str | None = None, *,
+                                    serializer: Serializer | str | None = None) -> RemoteTransactionalWriter:
+        ser = resolve(serializer)
+        conn, h = self._open_handle("create_transactional_writer", scope, stream, writer_id)
+        return self._keep(RemoteTransactionalWriter(conn, h, scope, stream, ser, self._forget))
+
+    def create_byte_stream(self, scope: str, stream: str,
+                           config: "StreamConfiguration | None" = None) -> RemoteByteStream:
+        conn, h = self._open_handle("create_byte_stream", scope, stream, config)
+        return self._keep(RemoteByteStream(conn, h, self._forget))
+
+    def watch_segments(self, scope: str, stream: str,
+                       callback: "Callable[[SegmentCountChange], object] | None" = None, *,
+                       initial: bool = True) -> RemoteSegmentWatcher:
+        from ..errors import InvalidConfigurationError
+        if callback is not None and not callable(callback):
+            raise InvalidConfigurationError(f"callback must be callable, got {callback!r}")
+        conn, h = self._open_handle("watch_segments", scope, stream, initial=initial)
+        return self._keep(RemoteSegmentWatcher(conn, h, callback, self._forget))
+
+    def read_slice(self, scope: str, stream: str, start: "StreamCut | None" = None,
+                   end: "StreamCut | None" = None, *,
+                   serializer: Serializer | str | None = None) -> RemoteSlice:
+        """The events between two cuts, as a snapshot the owner holds (close it when done;
+        the owner keeps the last few a connection made)."""
+        ser = resolve(serializer)
+        h = self._call("read_slice", scope, stream, start, end)
+        if not isinstance(h, Handle):
+            raise ProtocolError("read_slice did not answer a handle")
+        return RemoteSlice(self._conn, h, scope, stream, ser)
+
+    def _open_handle(self, method: str, *args: object, **kwargs: object) -> tuple[Connection, Handle]:
+        conn = self._open_connection()
+        try:
+            h = conn.call(0, method, *args, **kwargs)
+            if not isinstance(h, Handle):
+                raise ProtocolError(f"{method} did not answer a handle")
+        except BaseException:
+            conn.close()
+            raise
+        return conn, h
+
     def _open_connection(self) -> Connection:
         if self._closed:
             raise StoreClosedError(f"store {self.path} is closed")
         return Connection(self.path)
 
-    def _keep(self, h: "RemoteWriter | RemoteReader") -> None:
+    def _keep(self, h: _H) -> _H:
         with self._lock:
             closed = self._closed
             if not closed:
@@ -358,8 +291,9 @@ class RemoteStore:
         if closed:
             h.close()
             raise StoreClosedError(f"store {self.path} is closed")
+        return h
 
-    def _forget(self, h: "RemoteWriter | RemoteReader") -> None:
+    def _forget(self, h: object) -> None:
         with self._lock:
             self._handles.discard(h)
 
@@ -662,7 +596,7 @@ class RemoteReader:
                 if self._ended:
                     return None
                 try:
-                    evs, end = self._conn.read(self._handle, "read", timeout, READ_BATCH)
+                    evs, end, _ = self._conn.read(self._handle, "read", timeout, READ_BATCH)
                 except ConnectionLostError:
                     if self._closed:  # close() in another thread ended this read
                         raise ReaderClosedError(f"reader of {self.scope}/{self.stream} is closed") from None

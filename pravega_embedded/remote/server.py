@@ -50,6 +50,7 @@ from .wire import (
     Kind,
     encode_events,
     encode_welcome,
+    parse_bytes_write,
     parse_hello,
     parse_write,
 )
@@ -70,6 +71,7 @@ CLOSE_WAIT_S = 5.0  # close waits this long in all for the connection threads
 READ_POLL_S = 0.25  # a blocking read looks this often whether its client is still there
 _UCRED = struct.Struct("3i")  # pid, uid, gid
 _KIND_CAPS = {Kind.CALL: CALL_MAX + 5}  # frame lengths count kind and request id
+_NO_META = dumps({"ctx": [], "runs": [], "marker": None})  # a group read that found nothing
 ACCEPT_BACKOFF_S = 0.1  # after a failed accept (out of descriptors, memory)
 
 
@@ -192,7 +194,9 @@ class OwnerServer:
         with self._lock:
             if self._closed:
                 return None
-            session = self._conns[fs] = Session(self.store, fs.what)
+            session = self._conns[fs] = Session(self.store, fs.what,
+                                                lambda: self._closed or fs.closed or fs.readable(),
+                                                self.store.reader_timeout)
         fs.send(Kind.WELCOME, header.request, encode_welcome(VERSION, self._info))
         return session
 
@@ -228,6 +232,9 @@ class OwnerServer:
         if kind in (Kind.WRITE, Kind.WRITE_ATOMIC):
             session.write(parse_write(body), atomic=kind == Kind.WRITE_ATOMIC)
             return
+        if kind == Kind.BYTES:
+            session.write_bytes(*parse_bytes_write(body))
+            return
         if kind != Kind.CALL:
             raise ProtocolError(f"a client does not send messages of kind {kind}")
         msg = loads(body)
@@ -238,13 +245,18 @@ class OwnerServer:
         if not isinstance(handle, int) or not isinstance(args, list) or not isinstance(kwargs, dict) \
                 or not all(isinstance(k, str) for k in kwargs):
             raise ProtocolError("a CALL's handle is an int, its args a list, its kwargs a map")
-        if method == "read":
+        if method == "read" and handle:
             timeout, max_events = (list(args) + [None, 1])[:2]
             if not isinstance(max_events, int):
                 raise InvalidConfigurationError("read takes (timeout, max_events)")
             fs.send(Kind.EVENTS, request, self._read(fs, session, handle, timeout, max_events))
         elif method == "fetch_event" and handle == 0:
             fs.send(Kind.EVENTS, request, encode_events(session.fetch(args[0] if args else None)))
+        elif method == "arrow" and handle:
+            part, last = session.arrow(handle)
+            fs.send(Kind.ARROW, request, (b"\x01" if last else b"\x00") + part)
+        elif method == "read_bytes" and handle:
+            fs.send(Kind.BYTES, request, session.read_bytes(handle, args[0] if args else None))
         else:
             fs.send(Kind.RESULT, request, dumps(session.call(handle, method, args, kwargs)))
 
@@ -256,11 +268,12 @@ class OwnerServer:
         deadline = None if timeout is None else time.monotonic() + max(0.0, float(timeout))
         while True:
             left = READ_POLL_S if deadline is None else max(0.0, deadline - time.monotonic())
-            events, end = session.read(handle, min(READ_POLL_S, left), max_events)
-            if events or end or (deadline is not None and time.monotonic() >= deadline):
-                return encode_events(events, end)
+            events, end, meta = session.read(handle, min(READ_POLL_S, left), max_events)
+            if events or end or meta is not None and meta != _NO_META or \
+                    (deadline is not None and time.monotonic() >= deadline):
+                return encode_events(events, end, meta)
             if self._closed or fs.readable():  # a client waiting for an answer sends nothing
-                return encode_events(events, end)
+                return encode_events(events, end, meta)
 
     # ------------------------------------------------------------------ closing
     def close(self) -> None:

@@ -1,19 +1,29 @@
 """One client connection's work in the owner: its handles and the calls it may make.
 
-Owns: the table of handles a connection created (writers, readers), the allowlist of methods
-each kind of handle answers, and turning a CALL or a WRITE into a call on the owner's store.
+Owns: the table of handles a connection created (writers, readers, reader groups and their
+readers, checkpoints in progress, transactional writers and transactions, byte streams,
+segment watchers, slices), the allowlist of methods each kind of handle answers
+(``HANDLE_KINDS``), and turning a CALL, a WRITE or a BYTES write into a call on the store.
 
 Invariants:
-  1. Only the methods in ``STORE_CALLS``, ``WRITER_CALLS`` and ``READER_CALLS`` can be called;
-     anything else is refused with InvalidConfigurationError before any work.
+  1. Only the methods in ``STORE_CALLS`` and a kind's allowlist can be called; anything else
+     is refused with InvalidConfigurationError before any work. A value of a kind in
+     ``HANDLE_KINDS`` that a call returns becomes a handle of this connection.
   2. A handle is usable only from the connection that created it; closing the connection
-     closes its handles (writers flush what they were sent, readers close).
+     closes its handles (writers flush what they were sent, readers close), except that a
+     group reader is *abandoned* when the connection is lost: it stays in the group, as the
+     reader of a process that died, and is put offline (its segments go back at its last
+     checkpoint) after ``reader_timeout`` unless its reader id joined again. Transactions
+     stay open: an abandoned one aborts when its lease expires.
   3. A writer's events are written with the client's sequence numbers (explicit sequences), so
      a batch resent after a lost connection is dropped as duplicates: exactly once.
-  4. Serializers never cross the wire: writers and readers in the owner carry bytes; the
-     client serializes and deserializes. Keyword arguments starting with ``_`` are refused.
-  5. A read never loses an event its reader took: one over MAX_EVENT_SIZE (not carried yet)
-     or an error after some events were taken is held and answered by the next read.
+  4. Serializers never cross the wire: handles in the owner carry bytes; the client serializes
+     and deserializes. Keyword arguments starting with ``_`` are refused.
+  5. A read never loses an event its handle took: what does not fit in one answer (or an
+     error after some events) is held and answered by the next read.
+  6. A group reader's batch is one chunk (``GroupReader.read_batch``): the group protocol
+     runs at the next read, when the client has handed out the whole batch; the answer
+     carries the chunk contexts so ``EventRead.position`` in the client is the owner's.
 
 Thread-safety: a session is driven by its connection's thread; ``close`` may come from the
 server's closing thread as well (it only closes handles, which are thread-safe).
@@ -21,10 +31,15 @@ server's closing thread as well (it only closes handles, which are thread-safe).
 
 from __future__ import annotations
 
+import inspect
 import logging
 import threading
-from typing import TYPE_CHECKING, Callable
+import time
+from collections import deque
+from collections.abc import Iterator
+from typing import TYPE_CHECKING, Callable, NamedTuple
 
+from ..bytestream import ByteStream
 from ..errors import (
     EventTooLargeError,
     InvalidConfigurationError,
@@ -32,15 +47,21 @@ from ..errors import (
     PravegaEmbeddedError,
 )
 from ..events import EventPointer, EventRead
-from ..reader import EventStreamReader
+from ..reader import EventStreamReader, Slice
+from ..readergroup.group import ReaderGroup
+from ..readergroup.reader import GroupReader, chunk_context, marker_of
+from ..readergroup.state import CheckpointFuture
+from ..transactions import Transaction, TransactionalEventStreamWriter
+from ..watch import SegmentWatcher
 from ..writer import MAX_EVENT_SIZE, EventStreamWriter
-from .values import Handle
+from .values import Handle, dumps
 from .wire import WireEvent, WriteBatch
 
 if TYPE_CHECKING:
     from ..store import Store
 
-__all__ = ["Session", "STORE_CALLS", "WRITER_CALLS", "READER_CALLS", "READ_MAX_EVENTS", "READ_MAX_BYTES"]
+__all__ = ["Session", "HandleKind", "HANDLE_KINDS", "STORE_CALLS", "READ_MAX_EVENTS",
+           "READ_MAX_BYTES", "POLL_S"]
 
 LOG = logging.getLogger("pravega_embedded.remote")
 
@@ -48,23 +69,67 @@ STORE_CALLS = frozenset({
     "create_scope", "list_scopes", "delete_scope", "create_stream", "list_streams", "stream_info",
     "seal_stream", "delete_stream", "scale_stream", "update_stream", "truncate_stream",
     "tiered_bytes", "tiering_status", "flush_tier2", "status", "checkpoint", "reclaim",
-    "list_reader_groups",
+    "list_reader_groups", "create_writer", "create_reader", "create_reader_group",
+    "get_reader_group", "delete_reader_group", "create_transactional_writer",
+    "create_byte_stream", "watch_segments", "read_slice",
 })
-WRITER_CALLS = frozenset({"flush", "note_time", "last_sequence", "durable_sequence"})
-READER_CALLS = frozenset({"position", "position_before", "get_current_time_window"})
+_NO_SERIALIZER = frozenset({"create_writer", "create_reader", "create_transactional_writer", "read_slice"})
+
+
+class HandleKind(NamedTuple):
+    """What a kind of handle is on the wire: its name and the calls a client may make."""
+
+    name: str
+    calls: frozenset[str]
+
+
+HANDLE_KINDS: dict[type, HandleKind] = {
+    EventStreamWriter: HandleKind("writer", frozenset({
+        "flush", "note_time", "last_sequence", "durable_sequence"})),
+    EventStreamReader: HandleKind("reader", frozenset({
+        "position", "position_before", "get_current_time_window"})),
+    ReaderGroup: HandleKind("group", frozenset({
+        "config", "reader_offline", "online_readers", "initiate_checkpoint",
+        "cancel_outstanding_checkpoints", "outstanding_checkpoints", "last_checkpoint",
+        "update_retention_cut", "retention_cuts", "get_stream_cuts", "generate_stream_cuts",
+        "reset", "unread_bytes", "segment_distribution"})),
+    GroupReader: HandleKind("group_reader", frozenset({
+        "position", "position_before", "get_current_time_window", "close_before"})),
+    CheckpointFuture: HandleKind("checkpoint", frozenset({"result", "done", "name"})),
+    TransactionalEventStreamWriter: HandleKind("txn_writer", frozenset({"begin_txn", "get_txn"})),
+    Transaction: HandleKind("txn", frozenset({"flush", "commit", "abort", "ping", "status", "txn_id"})),
+    ByteStream: HandleKind("byte_stream", frozenset({
+        "seek", "tell", "flush", "head_offset", "tail_offset", "available", "truncate_before",
+        "seal"})),
+    SegmentWatcher: HandleKind("watcher", frozenset({"get"})),
+    Slice: HandleKind("slice", frozenset({"ranges", "nbytes", "rewind"})),
+}
+READABLE = (EventStreamReader, GroupReader, Slice)  # handles a read (EVENTS) is made of
+_POLLED = {("checkpoint", "result"), ("watcher", "get")}  # calls that wait: in steps (_poll)
 READ_MAX_EVENTS = 4096  # the most events one read answer carries ...
 READ_MAX_BYTES = 4 << 20  # ... and about the most payload bytes
+ARROW_PART = 8 << 20  # about the most bytes of one ARROW answer
+BYTES_PART = 8 << 20  # the most bytes of one BYTES answer (a byte stream read)
 HANDLES_MAX = 1024  # handles one connection may hold open
+SLICES_MAX = 64  # slices one connection keeps; a new one closes the oldest
+POLL_S = 0.25  # a call that waits looks this often whether its client is still there
+READER_TIMEOUT_S = 10.0  # an abandoned group reader is put offline after this (invariant 2)
 
 
 class Session:
-    """The handles and calls of one connection to ``store``."""
+    """The handles and calls of one connection to ``store``; ``gone()`` says whether the
+    client has gone away (or the server is closing) while a call waits for it."""
 
-    def __init__(self, store: "Store", peer: str) -> None:
+    def __init__(self, store: "Store", peer: str, gone: Callable[[], bool],
+                 reader_timeout: float = READER_TIMEOUT_S) -> None:
         self.store = store
         self.peer = peer
-        self._handles: dict[int, EventStreamWriter | EventStreamReader] = {}
-        self._held: dict[int, EventRead | PravegaEmbeddedError] = {}  # a reader's next answer
+        self._gone = gone
+        self._reader_timeout = reader_timeout
+        self._handles: dict[int, object] = {}
+        self._held: dict[int, deque[EventRead | PravegaEmbeddedError]] = {}  # invariant 5
+        self._iters: dict[int, Iterator[EventRead] | None] = {}  # a slice's events (None: done)
+        self._arrows: dict[int, deque[object]] = {}  # a slice's Arrow batches not yet sent
         self._next = 1
         self._lock = threading.Lock()
         self.closed = False
@@ -78,42 +143,65 @@ class Session:
             raise InvalidConfigurationError(f"{method!r} takes no argument "
                                             f"{next(k for k in kwargs if k.startswith('_'))!r}")
         if handle == 0:
-            return self._store_call(method, args, kwargs)
+            return self._wrap(self._store_call(method, args, kwargs))
         obj = self._get(handle)
         if method == "close":
             self._close_handle(handle)
             return None
-        if isinstance(obj, EventStreamWriter):
-            if method not in WRITER_CALLS:
-                raise _refused("writer", method)
-            attr = getattr(obj, method)
-            if method in ("last_sequence", "durable_sequence"):
-                return attr
-            return attr(*args, **kwargs)
-        if method not in READER_CALLS:
-            raise _refused("reader", method)
-        if method == "position_before":
-            (unreturned,) = args
-            if not isinstance(unreturned, dict):
-                raise InvalidConfigurationError("position_before takes {segment_id: offset}")
-            return obj.position_before(unreturned)
-        return getattr(obj, method)(*args, **kwargs)
+        kind = HANDLE_KINDS[type(obj)]
+        if method not in kind.calls:
+            raise _refused(kind.name, method)
+        if (kind.name, method) in _POLLED:
+            return self._wrap(self._poll(obj, method, args, kwargs))
+        if method == "close_before":
+            self._close_handle(handle, args[0] if args else {})
+            return None
+        if method == "rewind":  # a slice's iteration starts again
+            self._iters.pop(handle, None)
+            self._held.pop(handle, None)
+            return None
+        attr = getattr(obj, method)
+        return self._wrap(_invoke(attr, args, kwargs, method) if callable(attr) else attr)
 
     def _store_call(self, method: str, args: list[object], kwargs: dict[str, object]) -> object:
-        store = self.store
-        if method == "create_writer":
-            return self._create_writer(args, kwargs)
-        if method == "create_reader":
-            kwargs.pop("serializer", None)  # invariant 4
-            return self._add("reader", store.create_reader(*args, **kwargs), {})  # type: ignore[arg-type]
+        if method == "open_group_reader":  # a group's reader on a connection of its own
+            group, reader_id = (list(args) + [None, None])[:2]
+            if not isinstance(group, str) or not isinstance(reader_id, str):
+                raise InvalidConfigurationError("open_group_reader takes (group name, reader id)")
+            g = self.store.get_reader_group(group)
+            try:
+                return g.create_reader(reader_id)
+            finally:
+                g.close()
         if method not in STORE_CALLS:
             raise _refused("store", method)
-        return getattr(store, method)(*args, **kwargs)
+        if method in _NO_SERIALIZER:
+            kwargs.pop("serializer", None)  # invariant 4
+        if method == "watch_segments" and kwargs.get("callback") is not None:
+            raise InvalidConfigurationError("a client runs its watcher's callback itself")
+        return _invoke(getattr(self.store, method), args, kwargs, method)
 
-    def _create_writer(self, args: list[object], kwargs: dict[str, object]) -> Handle:
-        kwargs.pop("serializer", None)  # invariant 4
-        w = self.store.create_writer(*args, **kwargs)  # type: ignore[arg-type]
-        return self._add("writer", w, {"writer_id": w.writer_id, "last_sequence": w.last_sequence})
+    def _poll(self, obj: object, method: str, args: list[object], kwargs: dict[str, object]) -> object:
+        """A call that waits up to ``timeout``, in steps, given up when the client is gone."""
+        timeout = (list(args) + [kwargs.get("timeout")])[0]
+        if timeout is not None and (isinstance(timeout, bool) or not isinstance(timeout, (int, float))):
+            raise InvalidConfigurationError(f"a timeout is seconds or None, got {timeout!r}")
+        deadline = None if timeout is None else time.monotonic() + max(0.0, float(timeout))
+        while True:
+            step = POLL_S if deadline is None else max(0.0, min(POLL_S, deadline - time.monotonic()))
+            if isinstance(obj, CheckpointFuture):
+                try:
+                    return obj.result(step)
+                except TimeoutError:
+                    if deadline is not None and time.monotonic() >= deadline:
+                        raise
+            else:
+                assert isinstance(obj, SegmentWatcher)
+                got = obj.get(step)
+                if got is not None or obj.closed or (deadline is not None and time.monotonic() >= deadline):
+                    return got
+            if self._gone():
+                raise InvalidConfigurationError(f"{method} was given up: the client went away")
 
     def fetch(self, pointer: object) -> list[WireEvent]:
         if not isinstance(pointer, EventPointer):
@@ -124,45 +212,119 @@ class Session:
                                      f"{MAX_EVENT_SIZE} bytes are read by the owner process only for now")
         return [WireEvent(ev.segment_id, ev.offset, ev.length, ev[1], ev.event)]
 
-    def read(self, handle: int, timeout: float, max_events: int) -> tuple[list[WireEvent], bool]:
-        """Up to ``max_events`` events of a reader: the first waits up to ``timeout``, the rest
-        are what is there already; and whether the reader has read everything to its end
-        (invariant 5)."""
-        r = self._get(handle)
-        if not isinstance(r, EventStreamReader):
+    # ------------------------------------------------------------------ reads
+    def read(self, handle: int, timeout: float, max_events: int) -> tuple[list[WireEvent], bool, bytes | None]:
+        """Up to ``max_events`` events of a reader, group reader or slice: the first waits up
+        to ``timeout``, the rest are what is there already; whether it has read everything to
+        its end; and the JSON section of a group reader's answer (invariants 5 and 6)."""
+        obj = self._get(handle)
+        if not isinstance(obj, READABLE):
             raise InvalidConfigurationError(f"handle {handle} is not a reader")
-        held = self._held.pop(handle, None)
-        if isinstance(held, BaseException):
-            raise held
+        pending = self._held.pop(handle, None) or self._take(handle, obj, timeout, max_events)
         limit = max(1, min(max_events, READ_MAX_EVENTS))
-        out: list[WireEvent] = []
+        out: list[EventRead] = []
         size = 0
-        ev = held if held is not None else r.read_next_event(timeout)
-        while ev is not None:
-            if len(ev.event) > MAX_EVENT_SIZE:  # a large event: not carried yet
+        while pending:
+            ev = pending[0]
+            if isinstance(ev, BaseException):
                 if out:
-                    self._held[handle] = ev  # the events before it go first
                     break
-                self._held[handle] = ev  # and every later read stops here: never skipped
-                raise EventTooLargeError(
-                    f"the next event of {r.scope}/{r.stream} (segment {ev.segment_id}, offset "
-                    f"{ev.offset}) is {len(ev.event)} bytes: events over {MAX_EVENT_SIZE} bytes "
-                    "are read by the owner process only for now (docs/multiprocess.md)")
-            out.append(WireEvent(ev.segment_id, ev.offset, ev.length, ev[1], ev.event))
-            size += len(ev.event)
+                pending.popleft()
+                raise ev
+            if ev[0] is not None and len(ev[0]) > MAX_EVENT_SIZE:  # not carried yet: held
+                if not out:
+                    self._held[handle] = pending  # every later read stops here: never skipped
+                    raise EventTooLargeError(
+                        f"the next event (segment {ev[2]}, offset {ev[3]}) is {len(ev[0])} bytes: "
+                        f"events over {MAX_EVENT_SIZE} bytes are read by the owner process only "
+                        "for now (docs/multiprocess.md)")
+                break
+            out.append(pending.popleft())
+            size += 0 if ev[0] is None else len(ev[0])
             if len(out) >= limit or size >= READ_MAX_BYTES:
                 break
-            try:
-                ev = r.read_next_event(0)
-            except PravegaEmbeddedError as exc:  # the events taken already go first
-                self._held[handle] = exc
-                break
-        return out, not out and r.at_end
+        if pending:
+            self._held[handle] = pending
+        end = not out and not pending and _at_end(obj, handle in self._iters and self._iters[handle] is None)
+        meta = _group_meta(out) if isinstance(obj, GroupReader) else None
+        wire = [WireEvent(ev[2], ev[3], ev[4], ev[1], ev[0]) for ev in out if ev[0] is not None]
+        return wire, end, meta
 
+    def _take(self, handle: int, obj: object, timeout: float, max_events: int
+              ) -> deque[EventRead | PravegaEmbeddedError]:
+        limit = max(1, min(max_events, READ_MAX_EVENTS))
+        if isinstance(obj, GroupReader):
+            return deque(obj.read_batch(timeout, limit, READ_MAX_BYTES))
+        taken: deque[EventRead | PravegaEmbeddedError] = deque()
+        if isinstance(obj, Slice):
+            it = self._iters[handle] if handle in self._iters else iter(obj)
+            self._iters[handle] = it
+            for ev in it or ():
+                taken.append(ev)
+                if len(taken) >= limit:
+                    break
+            else:
+                self._iters[handle] = None  # done: the end
+            return taken
+        assert isinstance(obj, EventStreamReader)
+        ev = obj.read_next_event(timeout)
+        size = 0
+        while ev is not None:
+            taken.append(ev)
+            size += len(ev.event)
+            if len(taken) >= limit or size >= READ_MAX_BYTES:
+                break
+            try:
+                ev = obj.read_next_event(0)
+            except PravegaEmbeddedError as exc:  # the events taken already go first
+                taken.append(exc)
+                break
+        return taken
+
+    def arrow(self, handle: int) -> tuple[bytes, bool]:
+        """The next part of a slice's table as an Arrow IPC stream, and whether it is the
+        last part."""
+        import pyarrow as pa
+
+        obj = self._get(handle)
+        if not isinstance(obj, Slice):
+            raise InvalidConfigurationError(f"handle {handle} is not a slice")
+        from ..arrow import SCHEMA
+
+        state = self._arrows.get(handle)
+        if state is None:  # a new table: the batches of a fresh to_arrow()
+            state = self._arrows[handle] = deque(obj.to_arrow().to_batches(max_chunksize=64 * 1024))
+        sink = pa.BufferOutputStream()
+        size = 0
+        with pa.ipc.new_stream(sink, SCHEMA) as out:
+            while state and (size == 0 or size + state[0].nbytes <= ARROW_PART):  # type: ignore[attr-defined]
+                batch = state.popleft()
+                out.write_batch(batch)
+                size += batch.nbytes  # type: ignore[attr-defined]
+        if not state:
+            del self._arrows[handle]  # the next to_arrow() starts again
+        return sink.getvalue().to_pybytes(), not state
+
+    def read_bytes(self, handle: int, size: object) -> bytes:
+        """A byte stream's read of up to ``size`` bytes (at most BYTES_PART)."""
+        obj = self._get(handle)
+        if not isinstance(obj, ByteStream):
+            raise InvalidConfigurationError(f"handle {handle} is not a byte stream")
+        if isinstance(size, bool) or not isinstance(size, int) or size < 0:
+            raise InvalidConfigurationError(f"a read size is an int >= 0, got {size!r}")
+        buf = bytearray(min(size, BYTES_PART))
+        n = obj.readinto(buf)
+        return bytes(buf[:n])
+
+    # ------------------------------------------------------------------ writes
     def write(self, batch: WriteBatch, atomic: bool = False) -> None:
         """A WRITE (invariant 3); ``atomic`` (WRITE_ATOMIC): one key, one journal record, as
-        ``write_events`` (a resend of it is dropped whole)."""
+        ``write_events`` (a resend of it is dropped whole). To a transaction: its events."""
         w = self._get(batch.handle)
+        if isinstance(w, Transaction):
+            for key, ev in batch.events:
+                w.write_event(ev, key)
+            return
         if not isinstance(w, EventStreamWriter):
             raise InvalidConfigurationError(f"handle {batch.handle} is not a writer")
         if not atomic:
@@ -175,30 +337,54 @@ class Session:
             raise InvalidConfigurationError("an atomic WRITE has one routing key and follows the last sequence")
         w.write_events([ev for _, ev in batch.events], keys.pop())
 
+    def write_bytes(self, handle: int, data: memoryview) -> None:
+        """A BYTES write: appended to a byte stream (durable at its ``flush``)."""
+        obj = self._get(handle)
+        if not isinstance(obj, ByteStream):
+            raise InvalidConfigurationError(f"handle {handle} is not a byte stream")
+        obj.write(data)
+
     # ------------------------------------------------------------------ handles
-    def _add(self, kind: str, obj: EventStreamWriter | EventStreamReader, info: dict[str, object]) -> Handle:
+    def _wrap(self, value: object) -> object:
+        """Invariant 1: a handle for an object of a kind in HANDLE_KINDS."""
+        kind = HANDLE_KINDS.get(type(value))
+        if kind is None:
+            return value
+        if isinstance(value, Slice):  # snapshots a client forgot to close: the oldest go
+            slices = [h for h, o in self._handles.items() if isinstance(o, Slice)]
+            for h in slices[:max(0, len(slices) + 1 - SLICES_MAX)]:
+                self._close_handle(h)
+        return self._add(kind.name, value, _info(value))
+
+    def _add(self, kind: str, obj: object, info: dict[str, object]) -> Handle:
         with self._lock:
             if self.closed or len(self._handles) >= HANDLES_MAX:
-                obj.close()
+                _close(obj)
                 raise InvalidConfigurationError(
-                    f"a connection holds at most {HANDLES_MAX} writers and readers: close some")
+                    f"a connection holds at most {HANDLES_MAX} handles: close some")
             hid = self._next
             self._next += 1
             self._handles[hid] = obj
         return Handle(hid, kind, info)
 
-    def _get(self, handle: object) -> EventStreamWriter | EventStreamReader:
+    def _get(self, handle: object) -> object:
         obj = self._handles.get(handle) if isinstance(handle, int) else None
         if obj is None:
             raise InvalidConfigurationError(f"this connection has no open handle {handle!r}")
         return obj
 
-    def _close_handle(self, handle: int) -> None:
+    def _close_handle(self, handle: int, unreturned: object = None) -> None:
         with self._lock:
             obj = self._handles.pop(handle, None)
             self._held.pop(handle, None)
-        if obj is not None:
-            obj.close()
+            self._iters.pop(handle, None)
+            self._arrows.pop(handle, None)
+        if isinstance(obj, GroupReader):
+            if not isinstance(unreturned, dict):
+                unreturned = {}
+            obj.close_before(unreturned)  # type: ignore[arg-type]
+        elif obj is not None:
+            _close(obj)
 
     def close(self) -> None:
         """Invariant 2. Idempotent; errors are logged (the client is gone)."""
@@ -206,8 +392,91 @@ class Session:
             self.closed = True
             handles = list(self._handles.values())
             self._handles.clear()
+            self._held.clear()
+            self._iters.clear()
+            self._arrows.clear()
         for obj in handles:
-            _quietly(obj.close, f"closing a handle of {self.peer}")
+            if isinstance(obj, GroupReader):
+                obj.abandon()
+                if self._reader_timeout is not None:
+                    t = threading.Timer(self._reader_timeout, _quietly,
+                                        (obj.offline_if_abandoned, f"putting {obj.reader_id!r} offline"))
+                    t.daemon = True
+                    t.start()
+            elif not isinstance(obj, Transaction):  # invariant 2: it aborts at its lease's end
+                _quietly(lambda obj=obj: _close(obj), f"closing a handle of {self.peer}")
+
+
+def _invoke(fn: Callable[..., object], args: list[object], kwargs: dict[str, object], method: str) -> object:
+    """``fn(*args, **kwargs)``; arguments that do not fit its signature are the client's
+    mistake (InvalidConfigurationError), not a failure of the owner."""
+    try:
+        inspect.signature(fn).bind(*args, **kwargs)
+    except TypeError as exc:
+        raise InvalidConfigurationError(f"{method}: {exc}") from None
+    return fn(*args, **kwargs)
+
+
+def _info(obj: object) -> dict[str, object]:
+    """What a client learns of a new handle at once."""
+    if isinstance(obj, EventStreamWriter):
+        return {"writer_id": obj.writer_id, "last_sequence": obj.last_sequence}
+    if isinstance(obj, TransactionalEventStreamWriter):
+        return {"writer_id": obj.writer_id}
+    if isinstance(obj, Transaction):
+        return {"txn_id": str(obj.txn_id)}
+    if isinstance(obj, ReaderGroup):
+        return {"name": obj.name}
+    if isinstance(obj, GroupReader):
+        return {"reader_id": obj.reader_id, "group_name": obj.group_name}
+    if isinstance(obj, CheckpointFuture):
+        return {"name": obj.name}
+    if isinstance(obj, (ByteStream, SegmentWatcher)):
+        return {"scope": obj.scope, "stream": obj.stream}
+    if isinstance(obj, Slice):
+        return {"ranges": obj.ranges, "nbytes": obj.nbytes}
+    return {}
+
+
+def _at_end(obj: object, slice_done: bool) -> bool:
+    if isinstance(obj, EventStreamReader):
+        return obj.at_end
+    if isinstance(obj, Slice):
+        return slice_done
+    return False  # a group reader says so with its read-completed marker
+
+
+def _group_meta(events: list[EventRead]) -> bytes:
+    """Invariant 6: the chunk contexts of a group reader's events (``ctx``: names, segment
+    key, base positions; ``runs``: [count, context index] in order) and its marker."""
+    contexts: list[object] = []
+    runs: list[list[int]] = []
+    seen: dict[int, int] = {}
+    marker = None
+    for ev in events:
+        m = marker_of(ev)
+        if m is not None:
+            marker = {"name": m[0], "position": m[1].as_dict()}
+            continue
+        ctx = ev[5]
+        i = seen.get(id(ctx))
+        if i is None:
+            described = chunk_context(ev)
+            assert described is not None
+            names, key, base = described
+            i = seen[id(ctx)] = len(contexts)
+            contexts.append([names[0], names[1], key, dict(base)])
+        if runs and runs[-1][1] == i:
+            runs[-1][0] += 1
+        else:
+            runs.append([1, i])
+    return dumps({"ctx": contexts, "runs": runs, "marker": marker})
+
+
+def _close(obj: object) -> None:
+    close = getattr(obj, "close", None)
+    if callable(close):
+        close()
 
 
 def _refused(kind: str, method: str) -> InvalidConfigurationError:

@@ -9,7 +9,7 @@ Invariants:
      configuration (StreamConfiguration, ScalingPolicy, RetentionPolicy: built with their
      ``from_json``, whose factories check every field), ``{"$t": name, "f": {...}}`` for another
      value class on the allowlist ``VALUE_TYPES`` (built with its constructor), ``{"$b": base64}`` for bytes, ``{"$tuple": [...]}``, ``{"$map": [[k, v],
-     ...]}``, ``{"$cut": text}`` for a StreamCut, ``{"$h": id, ...}`` for a handle. Nothing else
+     ...]}``, ``{"$cut": text}`` for a StreamCut, ``{"$uuid": text}``, ``{"$h": id, ...}`` for a handle. Nothing else
      is decoded: a name off the allowlist or an unknown tag is a ProtocolError.
   2. An error decodes to the class of the same name in ``pravega_embedded.errors`` when it is
      one of the library's; anything else (a bug in the owner) becomes ``RemoteError`` with the
@@ -23,6 +23,7 @@ from __future__ import annotations
 import base64
 import dataclasses
 import json
+import uuid
 from datetime import timedelta
 
 from .. import errors
@@ -30,6 +31,7 @@ from ..background import BackgroundFailure, StoreStatus
 from ..config import RetentionPolicy, ScalingPolicy, StreamConfiguration
 from ..errors import PravegaEmbeddedError, ProtocolError
 from ..events import EventPointer
+from ..readergroup.config import Checkpoint, Position, ReaderGroupConfig, SegmentDistribution
 from ..segment import SegmentInfo
 from ..stream import EpochInfo, SegmentRange, StreamInfo
 from ..streamcut import StreamCut
@@ -47,12 +49,12 @@ class RemoteError(PravegaEmbeddedError, RuntimeError):
     the text names its type and message; the owner logs it in full."""
 
 
-_CONFIGS = (StreamConfiguration, ScalingPolicy, RetentionPolicy)  # checked by their from_json
+_CONFIGS = (StreamConfiguration, ScalingPolicy, RetentionPolicy, ReaderGroupConfig)  # from_json checks
 VALUE_TYPES: dict[str, type] = {
     cls.__name__: cls
     for cls in (StreamInfo, SegmentInfo,
                 EpochInfo, SegmentRange, EventPointer, StoreStatus, BackgroundFailure,
-                TimeWindow, SegmentCountChange)
+                TimeWindow, SegmentCountChange, Position, Checkpoint, SegmentDistribution)
 }
 
 
@@ -85,6 +87,8 @@ def encode_value(v: object) -> _JSON:
         return {"$h": v.id, "kind": v.kind, "info": encode_value(v.info)}
     if isinstance(v, timedelta):
         return {"$td": v.total_seconds()}
+    if isinstance(v, uuid.UUID):
+        return {"$uuid": str(v)}
     if isinstance(v, list):
         return [encode_value(x) for x in v]
     if isinstance(v, tuple):
@@ -117,6 +121,8 @@ def decode_value(j: _JSON) -> object:
             return tuple(decode_value(x) for x in _list(j["$tuple"]))
         if "$map" in j:
             return {_hashable(decode_value(_pair(p)[0])): decode_value(_pair(p)[1]) for p in _list(j["$map"])}
+        if "$uuid" in j:
+            return uuid.UUID(_str(j["$uuid"]))
         if "$td" in j:
             return timedelta(seconds=float(j["$td"]))  # type: ignore[arg-type]
         if "$h" in j:

@@ -31,7 +31,8 @@ __all__ = [
     "MAGIC", "VERSION", "HEADER", "HEADER_SIZE", "HELLO_MAX", "FRAME_MAX", "TOKEN_MAX",
     "Kind", "Hello", "Welcome", "WriteBatch", "WireEvent",
     "encode_frame", "parse_header", "encode_hello", "parse_hello", "encode_welcome",
-    "parse_welcome", "encode_write", "parse_write", "encode_events", "parse_events",
+    "parse_welcome", "encode_write", "parse_write", "encode_events", "parse_events", "EventsBody",
+    "encode_bytes_write", "parse_bytes_write", "META_MAX",
 ]
 
 MAGIC = b"PEW1"  # the first bytes of a HELLO body
@@ -51,6 +52,8 @@ _KEY = struct.Struct(">i")  # key length, -1: no key
 _LEN = struct.Struct(">I")
 _EVENTS = struct.Struct(">IB")  # count, flags
 END_FLAG = 1  # EVENTS flags: the reader read everything up to its end
+META_FLAG = 2  # EVENTS flags: a JSON section follows the events (a group reader's contexts)
+META_MAX = 1 << 20  # the largest JSON section of an EVENTS
 _EVENT = struct.Struct(">QQI")  # segment id, offset, frame length
 NO_KEY = -1
 
@@ -66,8 +69,10 @@ class Kind:
     WRITE = 6  # client -> owner: a writer's events (binary, no reply unless it fails)
     EVENTS = 7  # owner -> client: events read (binary)
     WRITE_ATOMIC = 8  # client -> owner: a write_events batch (a WRITE body; one key, one record)
+    BYTES = 9  # both ways: a byte stream's bytes (client -> owner: u32 handle | bytes, a write)
+    ARROW = 10  # owner -> client: Arrow IPC stream bytes (a part of a slice's table)
 
-    ALL = frozenset({HELLO, WELCOME, CALL, RESULT, ERROR, WRITE, EVENTS, WRITE_ATOMIC})
+    ALL = frozenset({HELLO, WELCOME, CALL, RESULT, ERROR, WRITE, EVENTS, WRITE_ATOMIC, BYTES, ARROW})
 
 
 class Header(NamedTuple):
@@ -236,24 +241,39 @@ class WireEvent(NamedTuple):
     event: bytes
 
 
-def encode_events(events: list[WireEvent], end: bool = False) -> bytes:
-    """An EVENTS body; ``end``: the reader has read everything up to its end."""
-    out = [_EVENTS.pack(len(events), END_FLAG if end else 0)]
+class EventsBody(NamedTuple):
+    """A parsed EVENTS body."""
+
+    events: list[WireEvent]
+    end: bool  # the reader read everything up to its end
+    meta: bytes | None  # the JSON section, if any
+
+
+def encode_events(events: list[WireEvent], end: bool = False, meta: bytes | None = None) -> bytes:
+    """An EVENTS body; ``end``: the reader has read everything up to its end; ``meta``: a JSON
+    section after the events."""
+    flags = (END_FLAG if end else 0) | (0 if meta is None else META_FLAG)
+    out = [_EVENTS.pack(len(events), flags)]
     for ev in events:
         out.append(_EVENT.pack(ev.segment_id, ev.offset, ev.length))
         _put_key(out, ev.routing_key)
         out.append(_LEN.pack(len(ev.event)))
         out.append(ev.event)
+    if meta is not None:
+        if len(meta) > META_MAX:
+            raise ProtocolError(f"an EVENTS' JSON section is at most {META_MAX} bytes, got {len(meta)}")
+        out.append(_LEN.pack(len(meta)))
+        out.append(meta)
     return b"".join(out)
 
 
-def parse_events(data: bytes | bytearray | memoryview) -> tuple[list[WireEvent], bool]:
-    """The events of an EVENTS body and its end flag."""
+def parse_events(data: bytes | bytearray | memoryview) -> EventsBody:
+    """The events of an EVENTS body, its end flag and its JSON section."""
     body = memoryview(data)
     if len(body) < _EVENTS.size:
         raise ProtocolError(f"an EVENTS is at least {_EVENTS.size} bytes, got {len(body)}")
     count, flags = _EVENTS.unpack_from(body)
-    if flags & ~END_FLAG:
+    if flags & ~(END_FLAG | META_FLAG):
         raise ProtocolError(f"an EVENTS has unknown flags {flags:#x}")
     # each event takes at least its fixed part: a count over what fits is refused before
     # anything is allocated for it
@@ -270,6 +290,33 @@ def parse_events(data: bytes | bytearray | memoryview) -> tuple[list[WireEvent],
         key, pos = _take_key(body, pos)
         ev, pos = _take_payload(body, pos)
         out.append(WireEvent(sid, off, length, key, ev))
+    meta = None
+    if flags & META_FLAG:
+        if pos + _LEN.size > len(body):
+            raise ProtocolError("an EVENTS ends inside its JSON section's length")
+        (n,) = _LEN.unpack_from(body, pos)
+        pos += _LEN.size
+        if n > META_MAX or pos + n > len(body):
+            raise ProtocolError(f"an EVENTS' JSON section of {n} bytes does not fit (limit "
+                                f"{META_MAX}, {len(body) - pos} bytes left)")
+        meta = bytes(body[pos:pos + n])
+        pos += n
     if pos != len(body):
         raise ProtocolError(f"an EVENTS has {len(body) - pos} bytes after its {count} events")
-    return out, bool(flags & END_FLAG)
+    return EventsBody(out, bool(flags & END_FLAG), meta)
+
+
+_HANDLE = struct.Struct(">I")
+
+
+def encode_bytes_write(handle: int, data: bytes | bytearray | memoryview) -> bytes:
+    """A BYTES body from a client: a byte stream handle and the bytes to append."""
+    return _HANDLE.pack(handle) + bytes(data)
+
+
+def parse_bytes_write(data: bytes | bytearray | memoryview) -> tuple[int, memoryview]:
+    body = memoryview(data)
+    if len(body) < _HANDLE.size:
+        raise ProtocolError(f"a BYTES write is at least {_HANDLE.size} bytes, got {len(body)}")
+    (handle,) = _HANDLE.unpack_from(body)
+    return handle, body[_HANDLE.size:]

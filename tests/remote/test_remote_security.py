@@ -154,7 +154,7 @@ def test_oversize_truncated_and_unknown_frames_after_the_handshake(owner):
     _still_serving(owner)
 
 
-@pytest.mark.parametrize("method", ["close", "_engine", "__class__", "create_reader_group", "read_slice"])
+@pytest.mark.parametrize("method", ["close", "_engine", "__class__", "open", "register_server", "_service"])
 def test_calls_off_the_allowlist_are_refused_and_the_connection_goes_on(owner, method):
     s = _raw(owner.path)
     _handshake(s)

@@ -36,11 +36,12 @@ def test_write_round_trip(events, handle, first):
 
 @FUZZ
 @given(st.lists(st.tuples(st.integers(0, 2**64 - 1), st.integers(0, 2**64 - 1), st.integers(0, 2**32 - 1),
-                          st.one_of(st.none(), st.binary(max_size=40)), payloads), max_size=20), st.booleans())
-def test_events_round_trip(rows, end):
+                          st.one_of(st.none(), st.binary(max_size=40)), payloads), max_size=20), st.booleans(),
+       st.one_of(st.none(), st.binary(max_size=100)))
+def test_events_round_trip(rows, end, meta):
     evs = [wire.WireEvent(*r) for r in rows]
-    body = wire.encode_events(evs, end)
-    assert wire.parse_events(body) == (evs, end)
+    body = wire.encode_events(evs, end, meta)
+    assert wire.parse_events(body) == wire.EventsBody(evs, end, meta)
     for cut in range(len(body)):
         with pytest.raises(errors.ProtocolError):
             wire.parse_events(body[:cut])
@@ -55,7 +56,7 @@ def test_hello_round_trip(token):
 @FUZZ
 @given(st.binary(max_size=600))
 def test_random_bytes_only_raise_protocol_error(data):
-    for parse in (wire.parse_write, wire.parse_events, wire.parse_hello, wire.parse_welcome,
+    for parse in (wire.parse_write, wire.parse_events, wire.parse_hello, wire.parse_welcome, wire.parse_bytes_write,
                   values.loads, lambda b: wire.parse_header(b, wire.FRAME_MAX)):
         try:
             parse(data)
@@ -66,6 +67,11 @@ def test_random_bytes_only_raise_protocol_error(data):
 
 
 def test_counts_and_sizes_are_checked_before_allocation():
+    # an EVENTS' JSON section longer than its body, or over META_MAX: refused
+    with pytest.raises(errors.ProtocolError, match="does not fit"):
+        wire.parse_events(struct.pack(">IBI", 0, 2, 2**31))
+    with pytest.raises(errors.ProtocolError, match="does not fit"):
+        wire.parse_events(struct.pack(">IBI", 0, 2, wire.META_MAX + 1) + bytes(wire.META_MAX + 1))
     # a count of 2**32-1 events in a 5-byte body: refused at once, nothing allocated for them
     with pytest.raises(errors.ProtocolError, match="cannot hold"):
         wire.parse_events(struct.pack(">IB", 2**32 - 1, 0))
