@@ -18,7 +18,8 @@ Layout (dependencies point one way, top to bottom):
 - ``tiering``      tier 2: Parquet files and manifests copied in the background (registers
                    the tierer ``pe.open`` starts)
 - ``remote``       many processes on one store: the owner serves it on a unix socket; ``pe.open``
-                   in another process returns a ``RemoteStore`` connected to it
+                   in another process returns a ``RemoteStore`` connected to it; ``serve_tcp``
+                   and ``pe.connect`` do the same over TCP with tokens and TLS
 - ``spark``, ``cli``             built on the public API
 
 Quick start::
@@ -55,7 +56,7 @@ from .store import Store, open_temporary
 from .stream import EpochInfo, SegmentRange, StreamInfo
 from .streamcut import StreamCut
 from .tiering import Tier2Slice, Tier2Store, Tier2StreamInfo, TieringStatus, open_tier2
-from .remote import RemoteReader, RemoteStore, RemoteWriter, open
+from .remote import RemoteReader, RemoteStore, RemoteWriter, TokenTable, connect, open, serve_tcp
 from .transactions import Transaction, TransactionalEventStreamWriter, TxnStatus
 from .watch import SegmentCountChange, SegmentWatcher
 from .watermarks import TimeWindow
@@ -70,6 +71,9 @@ _logging.getLogger("pravega_embedded").addHandler(_logging.NullHandler())
 __all__ = [
     "errors",
     "open",
+    "connect",
+    "serve_tcp",
+    "TokenTable",
     "open_temporary",
     "open_tier2",
     "Store",

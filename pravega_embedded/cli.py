@@ -15,8 +15,9 @@ from typing import Any, Sequence
 
 from . import cli_groups, cli_scaling, cli_tier2, errors
 from .config import ScalingPolicy, StreamConfiguration
+from .remote import RemoteStore, serve_tcp
+from .remote import open as open_store
 from .store import Store
-from .store import open as open_store
 from .streamcut import StreamCut, format_segment_id
 
 __all__ = ["main"]
@@ -40,8 +41,6 @@ def _parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog="pravega-embedded", description=__doc__.splitlines()[0])
     p.add_argument("--store", default="./data", help="store directory (default ./data)")
     p.add_argument("--durability", default="fsync", choices=["fsync", "os", "none"])
-    p.add_argument("--wait-lock", type=float, default=10.0, metavar="SECONDS",
-                   help="wait this long for a store another process holds (default 10)")
     cli_tier2.add_global_options(p)
     sub = p.add_subparsers(dest="cmd", required=True)
     s = sub.add_parser("create-scope", help="create a scope")
@@ -69,7 +68,8 @@ def _parser() -> argparse.ArgumentParser:
     s.add_argument("--follow", "-f", action="store_true",
                    help="keep reading new events, also from writers in other processes")
     s.add_argument("--poll", type=float, default=0.2, metavar="SECONDS",
-                   help="with --follow: how often to look for new events (default 0.2)")
+                   help="with --follow: how long a read waits before looking whether the stream "
+                   "was sealed (default 0.2)")
     s.add_argument("--show-key", action="store_true", help="print KEY<TAB>EVENT")
     s.add_argument("--show-cut", action="store_true", help="print the cut after the last event to stderr")
     for name, help_ in (("seal", "seal a stream"), ("delete", "delete a stream")):
@@ -81,6 +81,16 @@ def _parser() -> argparse.ArgumentParser:
     cli_groups.add_parser(sub, _stream_arg, _cut_arg)
     cli_scaling.add_parser(sub, _stream_arg)
     cli_tier2.add_parser(sub)
+    s = sub.add_parser("serve", help="serve the store over TCP (with tokens, optionally TLS) until stopped")
+    s.add_argument("path", nargs="?", help="store directory (default: --store)")
+    s.add_argument("--listen", default="127.0.0.1:9090", metavar="HOST:PORT",
+                   help="address to listen on (default 127.0.0.1:9090: this machine only)")
+    s.add_argument("--token-file", required=True, help="TOML file of tokens and their grants "
+                   "(docs/multiprocess.md)")
+    s.add_argument("--tls-cert", help="PEM certificate (chain): serve TLS")
+    s.add_argument("--tls-key", help="PEM private key of --tls-cert (if not in it)")
+    s.add_argument("--idle-timeout", type=float, default=600.0, metavar="SECONDS",
+                   help="close a connection idle this long (default 600)")
     s = sub.add_parser("demo", help="write and read back a small sensor stream")
     s.add_argument("--events", type=int, default=100_000)
     return p
@@ -139,16 +149,31 @@ def _write(store: Store, scope: str, stream: str, args: argparse.Namespace) -> N
           file=sys.stderr)
 
 
-def _open_waiting(args: argparse.Namespace) -> Store:
-    """Open the store, waiting up to --wait-lock seconds while another process holds it."""
-    deadline = time.monotonic() + max(0.0, args.wait_lock)
-    while True:
-        try:
-            return open_store(args.store, args.durability, **cli_tier2.open_options(args))
-        except errors.StoreLockedError:
-            if time.monotonic() >= deadline:
-                raise
-            time.sleep(0.02)
+def _open(args: argparse.Namespace) -> "Store | RemoteStore":
+    """The store: owned by this command, or, when another process has it open, through that
+    process (its options apply then)."""
+    return open_store(args.store, args.durability, **cli_tier2.open_options(args))
+
+
+def _serve(args: argparse.Namespace) -> int:
+    """``serve``: own the store, serve it over TCP (and to local processes) until SIGINT or
+    SIGTERM."""
+    import signal
+    import threading
+
+    stop = threading.Event()
+    for sig in (signal.SIGINT, signal.SIGTERM):
+        signal.signal(sig, lambda *_: stop.set())
+    path = args.path or args.store
+    with open_store(path, args.durability, exclusive=True, **cli_tier2.open_options(args)) as store:
+        assert isinstance(store, Store)
+        server = serve_tcp(store, args.listen, tokens=args.token_file, tls_cert=args.tls_cert,
+                           tls_key=args.tls_key, idle_timeout=args.idle_timeout)
+        host, port = server.address
+        scheme = "tls" if args.tls_cert else "tcp"
+        print(f"serving {store.path} on {scheme}://{host}:{port} (Ctrl-C stops)", file=sys.stderr, flush=True)
+        stop.wait()
+    return 0
 
 
 def _print_events(r: Any, args: argparse.Namespace) -> None:
@@ -168,22 +193,30 @@ def _read(store: Store, scope: str, stream: str, args: argparse.Namespace) -> No
 
 
 def _follow(scope: str, stream: str, args: argparse.Namespace) -> None:
-    """read --follow. A store has one owner process, so the follower holds it only while it
-    reads: open, print what is new, remember the position, close, sleep --poll, repeat. Writers
-    in other processes (``pravega-embedded write``) get the store in between."""
+    """read --follow: one reader, held open, prints events as they come (writers in other
+    processes write through whichever process owns the store). If the owner goes away, the
+    store is opened again and reading goes on from the position after the last batch printed."""
     position, shown = args.start, None
+    out = sys.stdout.buffer
     while True:
-        with _open_waiting(args) as store:
-            with store.create_reader(scope, stream, start=position, end=args.end) as r:
-                _print_events(r, args)
-                position = r.position()
-            done = args.end is not None or store.stream_info(scope, stream).sealed
-        if args.show_cut and position != shown:
-            print(position.to_text(), file=sys.stderr, flush=True)
-            shown = position
-        if done:
-            return
-        time.sleep(max(0.01, args.poll))
+        try:
+            with _open(args) as store, store.create_reader(scope, stream, start=position, end=args.end) as r:
+                while True:
+                    ev = r.read_next_event(timeout=max(0.01, args.poll))
+                    while ev is not None:
+                        if args.show_key:
+                            out.write((ev.routing_key or "").encode() + b"\t")
+                        out.write(ev.event + b"\n")
+                        ev = r.read_next_event(timeout=0)
+                    out.flush()
+                    position = r.position()
+                    if args.show_cut and position != shown:
+                        print(position.to_text(), file=sys.stderr, flush=True)
+                        shown = position
+                    if r.at_end:  # the end cut, or the end of a sealed stream
+                        return
+        except errors.ConnectionLostError:
+            continue  # the owner went away: open again (this process may become the owner)
 
 
 def demo(store_path: str, durability: str, events: int, **options: Any) -> None:
@@ -228,7 +261,9 @@ def main(argv: Sequence[str] | None = None) -> int:
         if args.cmd == "read" and args.follow:
             _follow(*args.stream, args)
             return 0
-        with _open_waiting(args) as store:
+        if args.cmd == "serve":
+            return _serve(args)
+        with _open(args) as store:
             if args.cmd == "create-scope":
                 store.create_scope(args.scope, exist_ok=True)
             elif args.cmd == "create-stream":

@@ -198,7 +198,7 @@ class Store:
         self._temporary = _temporary
         self._services: dict[str, Any] = {}
         self._tiering: TieringService | None = None
-        self._server: ServerService | None = None
+        self._servers: list[ServerService] = []  # the unix socket's, and any added (TCP)
         self._dir = StoreDir.acquire(self.path)
         try:
             if self._dir.new:
@@ -237,11 +237,16 @@ class Store:
         """Serve the store to other processes that open its directory (``remote``). A store
         that cannot serve still works here; others then get StoreLockedError, as before."""
         try:
-            self._server = _SERVER[0](self)
+            self._servers.append(_SERVER[0](self))
         except Exception as exc:  # noqa: BLE001 - logged; the store works here without it
             STREAMS_LOG.warning("store %s: cannot serve it to other processes (%s); they will get "
                                 "StoreLockedError while it is open here", self.path, exc,
                                 exc_info=not isinstance(exc, OSError))
+
+    def add_server(self, server: ServerService) -> None:
+        """A server of this store (TCP: ``remote.serve_tcp``) closed first when it closes."""
+        self._engine.check_open()
+        self._servers.append(server)
 
     def _open_engine(self) -> None:
         """Recover, start the services, take the first checkpoint, mark the store."""
@@ -727,8 +732,8 @@ class Store:
             return
         reported = e.latch.reported
         errors: list[BaseException] = []
-        if self._server is not None:  # clients first: their handles close while the store works
-            self._attempt(errors, self._server.close)
+        for server in self._servers:  # clients first: their handles close while the store works
+            self._attempt(errors, server.close)
         with e.lock:  # engine invariant 6: no writer or reader is admitted from here on
             e.closing = True
             writers = list(e.writers)

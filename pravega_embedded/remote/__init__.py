@@ -11,6 +11,8 @@ same directory (docs/multiprocess.md; bytes in docs/wire-protocol.md).
 - ``handles``  reader groups and their readers, checkpoints, transactions, byte streams,
                watchers and slices of a client
 - ``opening``  ``pe.open``: own the store, or connect to its owner
+- ``auth``     tokens, their grants, and the permission each call needs (TCP)
+- ``tcp``      ``serve_tcp`` in the owner, ``pe.connect`` in a client
 
 Importing this package registers the server with the store (``store.register_server``).
 """
@@ -29,10 +31,12 @@ from .handles import (
     RemoteTransactionalWriter,
 )
 from .opening import open
+from .auth import TokenTable, load_tokens
 from .server import OwnerServer
+from .tcp import connect, serve_tcp
 from .values import register_value_type
 
-__all__ = ["open", "RemoteStore", "RemoteWriter", "RemoteReader", "OwnerServer",
+__all__ = ["open", "connect", "serve_tcp", "TokenTable", "load_tokens", "RemoteStore", "RemoteWriter", "RemoteReader", "OwnerServer",
            "RemoteReaderGroup", "RemoteGroupReader", "RemoteCheckpointFuture",
            "RemoteTransactionalWriter", "RemoteTransaction", "RemoteByteStream",
            "RemoteSegmentWatcher", "RemoteSlice"]

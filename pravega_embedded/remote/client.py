@@ -50,7 +50,7 @@ from ..readergroup.config import ReaderGroupConfig
 from ..routing import encode_key
 from ..serializers import Serializer, resolve
 from ..writer import MAX_EVENT_SIZE, MAX_PENDING_EVENTS
-from .connection import Connection
+from .connection import Connection, TcpTarget
 from .handles import (
     RemoteByteStream,
     RemoteReaderGroup,
@@ -102,9 +102,10 @@ class RemoteStore:
     """A store opened by another process, used from this one: the same API as ``Store``
     (docs/multiprocess.md lists what is not carried yet). Close it (or use ``with``)."""
 
-    def __init__(self, path: str) -> None:
-        self.path = os.path.abspath(path)
-        self._conn = Connection(self.path)
+    def __init__(self, path: str, tcp: TcpTarget | None = None) -> None:
+        self.path = os.path.abspath(path) if tcp is None else path
+        self._tcp = tcp
+        self._conn = Connection(self.path, tcp=tcp)
         info = self._conn.info
         self.durability = str(info.get("durability", "fsync"))
         self.owner_pid = info.get("pid")
@@ -281,7 +282,7 @@ class RemoteStore:
     def _open_connection(self) -> Connection:
         if self._closed:
             raise StoreClosedError(f"store {self.path} is closed")
-        return Connection(self.path)
+        return Connection(self.path, tcp=self._tcp)
 
     def _keep(self, h: _H) -> _H:
         with self._lock:
@@ -613,6 +614,11 @@ class RemoteReader:
             if ev is None:
                 return
             yield ev
+
+    @property
+    def at_end(self) -> bool:
+        """True once a read returned None because everything up to the end was read."""
+        return self._ended and not self._buf
 
     def position(self) -> "StreamCut":
         """The StreamCut just after the last event returned (invariant 4)."""

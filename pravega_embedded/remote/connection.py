@@ -18,6 +18,8 @@ import os
 import socket
 import threading
 from collections import deque
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 from ..errors import ConnectionLostError, PravegaEmbeddedError, ProtocolError, storage_error
 from .framing import FramedSocket
@@ -25,37 +27,36 @@ from .server import socket_path
 from .values import decode_error, dumps, loads
 from .wire import FRAME_MAX, EventsBody, Kind, encode_bytes_write, encode_hello, parse_events, parse_welcome
 
-__all__ = ["Connection"]
+if TYPE_CHECKING:
+    import ssl
+
+__all__ = ["Connection", "TcpTarget"]
+
+
+@dataclass(frozen=True, slots=True)
+class TcpTarget:
+    """Where a TCP owner listens and how to talk to it (``pe.connect``)."""
+
+    host: str
+    port: int
+    token: bytes
+    ssl_context: "ssl.SSLContext | None" = None
 
 
 class Connection:
-    """One socket to the owner of the store at ``path``."""
+    """One socket to the owner of the store at ``path`` (a directory), or over TCP to
+    ``tcp`` (``path`` is then the URL, for messages)."""
 
-    def __init__(self, path: str, timeout: float = 10.0) -> None:
+    def __init__(self, path: str, timeout: float = 10.0, tcp: TcpTarget | None = None) -> None:
         self.path = path
-        try:
-            dirfd = os.open(path, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
-        except OSError as exc:
-            raise storage_error(exc.errno or 0, "opening the store directory", path=path) from None
-        try:
-            sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
-            try:
-                sock.settimeout(timeout)
-                sock.connect(socket_path(dirfd))
-            except OSError as exc:
-                sock.close()
-                raise ConnectionLostError(f"cannot connect to the owner of store {path}: {exc}") from None
-        except OSError as exc:  # no socket could be made (out of descriptors, memory)
-            raise storage_error(exc.errno or 0, "making a socket to the owner", path=path) from None
-        finally:
-            os.close(dirfd)
+        sock = _connect_tcp(tcp, timeout, path) if tcp is not None else _connect_unix(path, timeout)
         self._fs = FramedSocket(sock, f"the owner of store {path}")
         self._lock = threading.Lock()
         self._next = 1
         self._write_errors: deque[PravegaEmbeddedError] = deque()
         self._writes: set[int] = set()  # request ids of WRITEs not known to have failed
         try:
-            self._fs.send(Kind.HELLO, 0, encode_hello())
+            self._fs.send(Kind.HELLO, 0, encode_hello(b"" if tcp is None else tcp.token))
             header, body = self._fs.recv(FRAME_MAX)
             if header.kind == Kind.ERROR:
                 raise decode_error(body)
@@ -172,3 +173,37 @@ def _welcome_info(text: str) -> dict[str, object]:
     if not isinstance(info, dict):
         raise ProtocolError("a WELCOME's info is not a JSON object")
     return info
+
+
+def _connect_unix(path: str, timeout: float) -> socket.socket:
+    try:
+        dirfd = os.open(path, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
+    except OSError as exc:
+        raise storage_error(exc.errno or 0, "opening the store directory", path=path) from None
+    try:
+        sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+        try:
+            sock.settimeout(timeout)
+            sock.connect(socket_path(dirfd))
+        except OSError as exc:
+            sock.close()
+            raise ConnectionLostError(f"cannot connect to the owner of store {path}: {exc}") from None
+    except OSError as exc:  # no socket could be made (out of descriptors, memory)
+        raise storage_error(exc.errno or 0, "making a socket to the owner", path=path) from None
+    finally:
+        os.close(dirfd)
+    return sock
+
+
+def _connect_tcp(tcp: TcpTarget, timeout: float, url: str) -> socket.socket:
+    try:
+        sock = socket.create_connection((tcp.host, tcp.port), timeout=timeout)
+    except OSError as exc:
+        raise ConnectionLostError(f"cannot connect to {url}: {exc.strerror or exc}") from None
+    if tcp.ssl_context is None:
+        return sock
+    try:
+        return tcp.ssl_context.wrap_socket(sock, server_hostname=tcp.host)
+    except (OSError, ValueError) as exc:  # ssl.SSLError (a bad certificate, ...) is an OSError
+        sock.close()
+        raise ConnectionLostError(f"the TLS handshake with {url} failed: {exc}") from None

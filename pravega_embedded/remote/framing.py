@@ -85,6 +85,9 @@ class FramedSocket:
 
     def readable(self) -> bool:
         """True if bytes (or the end of the stream) wait to be read, without blocking."""
+        pending = getattr(self.sock, "pending", None)  # TLS: bytes already decrypted
+        if pending is not None and pending():
+            return True
         try:
             r, _, _ = select.select([self.sock], [], [], 0)
         except (OSError, ValueError):

@@ -18,6 +18,11 @@ Invariants:
   5. ``close`` (the store's close calls it first) stops accepting, wakes and disconnects every
      client (their calls raise ConnectionLostError), closes their handles and removes the
      socket, before the store releases its lock.
+  6. Over TCP (``address``): TLS first if configured (within the handshake's deadline), then
+     the HELLO's token must be in ``tokens`` (auth invariant 1) before any other frame is
+     read; a wrong or missing token is refused alike. Each call is checked against the
+     token's grants (session). A connection idle ``idle_timeout`` seconds between requests
+     is closed. Nothing else differs from the unix socket.
 
 Thread-safety: ``close`` from any thread; each connection's thread drives its own session.
 Lock order: ``_lock`` (the connection table) is never held while calling into the store.
@@ -35,11 +40,13 @@ import time
 from typing import TYPE_CHECKING
 
 from ..errors import (
+    ConnectionLostError,
     InvalidConfigurationError,
     PermissionDeniedError,
     PravegaEmbeddedError,
     ProtocolError,
 )
+from .auth import FULL, TokenTable
 from .framing import FramedSocket
 from .session import Session
 from .values import dumps, encode_error, loads
@@ -56,6 +63,8 @@ from .wire import (
 )
 
 if TYPE_CHECKING:
+    import ssl
+
     from ..store import Store
 
 __all__ = ["OwnerServer", "SOCKET_NAME", "MAX_CONNECTIONS", "HANDSHAKE_TIMEOUT", "CALL_MAX",
@@ -82,15 +91,43 @@ def socket_path(dirfd: int) -> str:
 
 
 class OwnerServer:
-    """Serves ``store`` on ``<store>/owner.sock`` until ``close``."""
+    """Serves ``store`` on ``<store>/owner.sock`` until ``close``; or, given ``address``, on
+    TCP (invariant 6): ``tokens`` required, ``ssl_context`` for TLS, ``idle_timeout`` seconds
+    without a request end a connection."""
 
-    def __init__(self, store: "Store") -> None:
+    def __init__(self, store: "Store", *, address: tuple[str, int] | None = None,
+                 tokens: "TokenTable | None" = None, ssl_context: "ssl.SSLContext | None" = None,
+                 idle_timeout: float | None = None) -> None:
         self.store = store
         self._lock = threading.Lock()
         self._conns: dict[FramedSocket, Session | None] = {}
         self._threads: set[threading.Thread] = set()
         self._closed = False
         self._uid = os.geteuid()
+        self._tokens, self._ssl, self._idle = tokens, ssl_context, idle_timeout
+        self._dirfd: int | None = None
+        self._path: str | None = None
+        if address is not None:
+            if tokens is None:
+                raise InvalidConfigurationError("serving over TCP needs tokens (auth invariant 1)")
+            family = socket.AF_INET6 if ":" in address[0] else socket.AF_INET
+            try:
+                self._listener = socket.create_server(address, family=family, backlog=64)
+            except OSError as exc:
+                raise InvalidConfigurationError(f"cannot listen on {address[0]}:{address[1]}: "
+                                                f"{exc.strerror or exc}") from None
+            self.address: tuple[str, int] = self._listener.getsockname()[:2]
+            where = f"tcp {self.address[0]}:{self.address[1]}"
+        else:
+            self._listen_unix(store)
+            self.address = ("", 0)
+            where = "unix"
+        self._info = json.dumps({"pid": os.getpid(), "durability": store.durability})
+        self._acceptor = threading.Thread(target=self._accept_loop, name=f"pe-owner-accept-{where}",
+                                          daemon=True)
+        self._acceptor.start()
+
+    def _listen_unix(self, store: "Store") -> None:
         self._dirfd = os.open(store.path, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
         try:
             self._path = socket_path(self._dirfd)
@@ -109,9 +146,6 @@ class OwnerServer:
         except BaseException:
             os.close(self._dirfd)
             raise
-        self._info = json.dumps({"pid": os.getpid(), "durability": store.durability})
-        self._acceptor = threading.Thread(target=self._accept_loop, name="pe-owner-accept", daemon=True)
-        self._acceptor.start()
 
     # ------------------------------------------------------------------ accepting
     def _accept_loop(self) -> None:
@@ -163,17 +197,42 @@ class OwnerServer:
                 self._conns.pop(fs, None)
                 self._threads.discard(threading.current_thread())
 
-    def _handshake(self, fs: FramedSocket) -> Session | None:
-        """Invariants 1 and 2: the peer's user, then its HELLO; the session, or None."""
+    def _peer(self, fs: FramedSocket) -> bool:
+        """Invariant 1 on the unix socket; on TCP the TLS handshake, within the handshake's
+        deadline. False: refused (and closed)."""
         sock = fs.sock
-        pid, uid, _ = _UCRED.unpack(sock.getsockopt(socket.SOL_SOCKET, socket.SO_PEERCRED, _UCRED.size))
-        fs.what = f"client pid {pid}"
-        if uid != self._uid:
-            LOG.warning("store %s: refused pid %d of uid %d (the store is served to uid %d only)",
-                        self.store.path, pid, uid, self._uid)
-            _refuse(fs, PermissionDeniedError(
-                f"store {self.store.path} is served only to processes of uid {self._uid}"))
+        if self._path is not None:
+            pid, uid, _ = _UCRED.unpack(sock.getsockopt(socket.SOL_SOCKET, socket.SO_PEERCRED, _UCRED.size))
+            fs.what = f"client pid {pid}"
+            if uid != self._uid:
+                LOG.warning("store %s: refused pid %d of uid %d (the store is served to uid %d only)",
+                            self.store.path, pid, uid, self._uid)
+                _refuse(fs, PermissionDeniedError(
+                    f"store {self.store.path} is served only to processes of uid {self._uid}"))
+                return False
+            return True
+        try:
+            host, port = sock.getpeername()[:2]
+        except OSError:
+            fs.close()
+            return False
+        fs.what = f"client {host}:{port}"
+        if self._ssl is not None:
+            try:
+                sock.settimeout(HANDSHAKE_TIMEOUT)
+                fs.sock = self._ssl.wrap_socket(sock, server_side=True)
+            except (OSError, ValueError) as exc:  # ssl.SSLError is an OSError; timeouts too
+                LOG.info("store %s: TLS handshake with %s failed: %s", self.store.path, fs.what, exc)
+                fs.close()
+                sock.close()
+                return False
+        return True
+
+    def _handshake(self, fs: FramedSocket) -> Session | None:
+        """Invariants 1, 2 and 6: the peer, then its HELLO (and token); the session, or None."""
+        if not self._peer(fs):
             return None
+        sock = fs.sock
         try:
             header, body = fs.recv(HELLO_MAX, deadline=time.monotonic() + HANDSHAKE_TIMEOUT)
             if header.kind != Kind.HELLO:
@@ -190,13 +249,25 @@ class OwnerServer:
             return None
         except PravegaEmbeddedError:
             return None  # gone already
+        grants = FULL
+        if self._tokens is not None:  # invariant 6: the token, before anything else is read
+            found = self._tokens.lookup(hello.token)
+            if found is None:
+                LOG.warning("store %s: refused %s: %s token", self.store.path, fs.what,
+                            "a wrong" if hello.token else "no")
+                _refuse(fs, PermissionDeniedError(
+                    "the owner needs a valid token: pe.connect(url, token=...) with a token from "
+                    "its token file"))
+                return None
+            grants = found
+            fs.what = f"{fs.what} (token {grants.name!r})"
         sock.settimeout(None)
         with self._lock:
             if self._closed:
                 return None
             session = self._conns[fs] = Session(self.store, fs.what,
                                                 lambda: self._closed or fs.closed or fs.readable(),
-                                                self.store.reader_timeout)
+                                                self.store.reader_timeout, grants)
         fs.send(Kind.WELCOME, header.request, encode_welcome(VERSION, self._info))
         return session
 
@@ -204,7 +275,12 @@ class OwnerServer:
     def _loop(self, fs: FramedSocket, session: Session) -> None:
         while True:
             try:
-                header, body = fs.recv(FRAME_MAX, _KIND_CAPS)
+                deadline = None if self._idle is None else time.monotonic() + self._idle
+                header, body = fs.recv(FRAME_MAX, _KIND_CAPS, deadline=deadline)
+            except TimeoutError:
+                LOG.info("store %s: %s was idle %s s: disconnected", self.store.path, fs.what, self._idle)
+                _refuse(fs, ConnectionLostError(f"the connection was idle over {self._idle} s"))
+                return
             except PravegaEmbeddedError as exc:
                 if isinstance(exc, ProtocolError):
                     _refuse(fs, exc)
@@ -289,11 +365,12 @@ class OwnerServer:
         except OSError:
             pass
         self._listener.close()
-        try:
-            os.unlink(self._path)
-        except OSError:
-            pass
-        os.close(self._dirfd)
+        if self._path is not None and self._dirfd is not None:
+            try:
+                os.unlink(self._path)
+            except OSError:
+                pass
+            os.close(self._dirfd)
         for fs, session in conns:
             fs.close()
             if session is not None:

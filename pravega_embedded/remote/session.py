@@ -48,12 +48,14 @@ from ..errors import (
 )
 from ..events import EventPointer, EventRead
 from ..reader import EventStreamReader, Slice
+from ..readergroup.config import ReaderGroupConfig
 from ..readergroup.group import ReaderGroup
 from ..readergroup.reader import GroupReader, chunk_context, marker_of
 from ..readergroup.state import CheckpointFuture
 from ..transactions import Transaction, TransactionalEventStreamWriter
 from ..watch import SegmentWatcher
 from ..writer import MAX_EVENT_SIZE, EventStreamWriter
+from .auth import FULL, Grants
 from .values import Handle, dumps
 from .wire import WireEvent, WriteBatch
 
@@ -74,6 +76,19 @@ STORE_CALLS = frozenset({
     "create_byte_stream", "watch_segments", "read_slice",
 })
 _NO_SERIALIZER = frozenset({"create_writer", "create_reader", "create_transactional_writer", "read_slice"})
+
+
+# the permission (auth.LEVELS) each call needs: on its scope/stream, its scope, or the store
+_STREAM_PERMS = {
+    "create_stream": "admin", "seal_stream": "admin", "delete_stream": "admin", "scale_stream": "admin",
+    "update_stream": "admin", "truncate_stream": "admin", "stream_info": "read", "tiered_bytes": "read",
+    "create_reader": "read", "read_slice": "read", "watch_segments": "read", "create_writer": "write",
+    "create_transactional_writer": "write", "create_byte_stream": "write",
+}
+_SCOPE_PERMS = {"create_scope": "admin", "delete_scope": "admin"}
+_STORE_PERMS = {"checkpoint": "admin", "reclaim": "admin", "flush_tier2": "admin"}
+_GROUP_PERMS = {"get_reader_group": "read", "open_group_reader": "read", "delete_reader_group": "write"}
+_FILTERED = frozenset({"list_scopes", "list_streams", "list_reader_groups"})  # auth invariant 3
 
 
 class HandleKind(NamedTuple):
@@ -121,9 +136,10 @@ class Session:
     client has gone away (or the server is closing) while a call waits for it."""
 
     def __init__(self, store: "Store", peer: str, gone: Callable[[], bool],
-                 reader_timeout: float = READER_TIMEOUT_S) -> None:
+                 reader_timeout: float = READER_TIMEOUT_S, grants: Grants = FULL) -> None:
         self.store = store
         self.peer = peer
+        self.grants = grants
         self._gone = gone
         self._reader_timeout = reader_timeout
         self._handles: dict[int, object] = {}
@@ -153,6 +169,11 @@ class Session:
             raise _refused(kind.name, method)
         if (kind.name, method) in _POLLED:
             return self._wrap(self._poll(obj, method, args, kwargs))
+        if isinstance(obj, ReaderGroup) and self.grants is not FULL:
+            if method == "reset" and args and isinstance(args[0], ReaderGroupConfig):
+                self._check_streams(args[0].streams, "read", "reset")  # no way round the grants
+            if method == "update_retention_cut":  # it lets retention delete data
+                self._check_streams(obj.config.streams, "write", method)
         if method == "close_before":
             self._close_handle(handle, args[0] if args else {})
             return None
@@ -164,6 +185,8 @@ class Session:
         return self._wrap(_invoke(attr, args, kwargs, method) if callable(attr) else attr)
 
     def _store_call(self, method: str, args: list[object], kwargs: dict[str, object]) -> object:
+        if self.grants is not FULL:
+            self._authorize(method, args, kwargs)
         if method == "open_group_reader":  # a group's reader on a connection of its own
             group, reader_id = (list(args) + [None, None])[:2]
             if not isinstance(group, str) or not isinstance(reader_id, str):
@@ -179,7 +202,67 @@ class Session:
             kwargs.pop("serializer", None)  # invariant 4
         if method == "watch_segments" and kwargs.get("callback") is not None:
             raise InvalidConfigurationError("a client runs its watcher's callback itself")
-        return _invoke(getattr(self.store, method), args, kwargs, method)
+        value = _invoke(getattr(self.store, method), args, kwargs, method)
+        if method in _FILTERED and self.grants is not FULL:
+            return self._filter(method, args, value)
+        return value
+
+    # ------------------------------------------------------------------ permissions
+    def _authorize(self, method: str, args: list[object], kwargs: dict[str, object]) -> None:
+        """auth invariant 2: the call's permission, before the store is touched."""
+        g = self.grants
+        if method in _STREAM_PERMS or method in _SCOPE_PERMS:
+            fn = getattr(self.store, method)
+            try:
+                bound = inspect.signature(fn).bind(*args, **kwargs).arguments
+            except TypeError as exc:
+                raise InvalidConfigurationError(f"{method}: {exc}") from None
+            scope, stream = str(bound.get("scope")), bound.get("stream")
+            if method in _SCOPE_PERMS:
+                g.check(_SCOPE_PERMS[method], f"{scope}/*", method)
+            else:
+                g.check(_STREAM_PERMS[method], f"{scope}/{stream}", method)
+        elif method in _STORE_PERMS:
+            g.check(_STORE_PERMS[method], "*", method)
+        elif method == "create_reader_group":
+            config = args[1] if len(args) > 1 else kwargs.get("config")
+            streams = config.streams if isinstance(config, ReaderGroupConfig) else config
+            if not isinstance(streams, (list, tuple)):
+                raise InvalidConfigurationError("create_reader_group takes a ReaderGroupConfig or [(scope, stream)]")
+            self._check_streams(streams, "read", method)
+        elif method in _GROUP_PERMS:
+            name = args[0] if args else kwargs.get("group_name")
+            if not isinstance(name, str):
+                raise InvalidConfigurationError(f"{method} takes a reader group's name")
+            group = self.store.get_reader_group(name)
+            try:
+                self._check_streams(group.config.streams, _GROUP_PERMS[method], method)
+            finally:
+                group.close()
+
+    def _check_streams(self, streams: object, permission: str, what: str) -> None:
+        for pair in streams:  # type: ignore[attr-defined]
+            scope, stream = pair if isinstance(pair, (list, tuple)) else str(pair).split("/", 1)
+            self.grants.check(permission, f"{scope}/{stream}", what)
+
+    def _filter(self, method: str, args: list[object], value: object) -> object:
+        g = self.grants
+        if method == "list_scopes":
+            return [s for s in value if g.readable_scope(s)]  # type: ignore[attr-defined]
+        if method == "list_streams":
+            return [t for t in value if g.allows("read", f"{args[0]}/{t}")]  # type: ignore[attr-defined]
+        out = []
+        for name in value:  # type: ignore[attr-defined]
+            try:
+                group = self.store.get_reader_group(name)
+            except PravegaEmbeddedError:
+                continue
+            try:
+                if all(g.allows("read", f"{s}/{t}") for s, t in group.config.streams):
+                    out.append(name)
+            finally:
+                group.close()
+        return out
 
     def _poll(self, obj: object, method: str, args: list[object], kwargs: dict[str, object]) -> object:
         """A call that waits up to ``timeout``, in steps, given up when the client is gone."""
@@ -206,6 +289,7 @@ class Session:
     def fetch(self, pointer: object) -> list[WireEvent]:
         if not isinstance(pointer, EventPointer):
             raise InvalidEventPointerError(f"expected an EventPointer, got {type(pointer).__name__}")
+        self.grants.check("read", f"{pointer.scope}/{pointer.stream}", "fetch_event")
         ev = self.store.fetch_event(pointer)
         if len(ev.event) > MAX_EVENT_SIZE:
             raise EventTooLargeError(f"the event at {pointer} is {len(ev.event)} bytes: events over "
