@@ -27,7 +27,22 @@ def client(owner):
         store.close()
 
 
-@pytest.fixture(params=["in-process", "connected"])
+@pytest.fixture
+def tcp_client(owner):
+    """A client of the owner over TCP, with a token granted everything."""
+    token = "contract-0123456789abcdef"
+    srv = pe.serve_tcp(owner, "127.0.0.1:0", tokens=pe.TokenTable.of({token: ["admin:*"]}))
+    store = pe.connect(f"tcp://127.0.0.1:{srv.address[1]}", token=token)
+    try:
+        yield store
+    finally:
+        store.close()
+
+
+@pytest.fixture(params=["in-process", "connected", "tcp"])
 def handle(request, owner):
-    """The contract suite's store: the owner itself, or a client connected to it."""
-    return owner if request.param == "in-process" else request.getfixturevalue("client")
+    """The contract suite's store: the owner itself, a client connected to it on its unix
+    socket, or one connected over TCP."""
+    if request.param == "in-process":
+        return owner
+    return request.getfixturevalue("client" if request.param == "connected" else "tcp_client")
