@@ -50,7 +50,7 @@ from ..readergroup.config import ReaderGroupConfig
 from ..routing import encode_key
 from ..serializers import Serializer, resolve
 from ..writer import MAX_EVENT_SIZE, MAX_PENDING_EVENTS
-from .connection import Connection, TcpTarget
+from .connection import Connection, TcpTarget, with_large
 from .handles import (
     RemoteByteStream,
     RemoteReaderGroup,
@@ -84,6 +84,7 @@ WRITE_MAX = 16 << 20  # a writer sends its buffer before it takes more than this
 ATOMIC_MAX = 64 << 20  # the largest write_events batch from a client (under wire.FRAME_MAX)
 EVENT_OVERHEAD = 8  # a WRITE's bytes per event besides key and payload
 UNACKED_MAX = 32 << 20  # a writer keeps this much sent but not known durable, then flushes
+LARGE_PART = 16 << 20  # a large event goes in BYTES frames of this size
 
 
 def connect_local(path: str, deadline: float) -> "RemoteStore":
@@ -179,7 +180,9 @@ class RemoteStore:
         """Read the one event an EventPointer points to."""
         if self._closed:
             raise StoreClosedError(f"store {self.path} is closed")
-        (ev,), _, _ = self._conn.read(0, "fetch_event", pointer)
+        (ev,), _, meta = self._conn.read(0, "fetch_event", pointer)
+        if meta is not None:
+            ev = with_large(self._conn, 0, ev, meta)
         return _event_read(ev, resolve(serializer), (pointer.scope, pointer.stream))
 
     # ------------------------------------------------------------------ writers and readers
@@ -372,11 +375,6 @@ class RemoteWriter:
                 raise SerializationError(
                     f"event must be bytes-like (or create the writer with serializer='text' or "
                     f"'json'), not {type(event).__name__}")
-        if len(event) > MAX_EVENT_SIZE:
-            raise EventTooLargeError(
-                f"an event of {len(event)} bytes for {self.scope}/{self.stream}: events over "
-                f"{MAX_EVENT_SIZE} bytes are written by the owner process only for now "
-                "(docs/multiprocess.md, limits)")
         return event
 
     def write_event(self, event: object, routing_key: str | None = None, *, sequence: int | None = None) -> int:
@@ -386,6 +384,8 @@ class RemoteWriter:
             kb = self._keys[routing_key]
         except (KeyError, TypeError):
             kb = self._key(routing_key)
+        if len(ev) > MAX_EVENT_SIZE:
+            return self._write_large(ev, routing_key, sequence)
         with self._lock:
             self._check()
             if sequence is not None:
@@ -411,6 +411,31 @@ class RemoteWriter:
                 self._linger()
             return self._seq
 
+    def _write_large(self, ev: bytes, routing_key: str | None, sequence: int | None) -> int:
+        """A large event (over MAX_EVENT_SIZE): what was written before is made durable, the
+        bytes go as BYTES frames, then ``write_large`` writes them with the next (or given)
+        sequence, durable before this returns (so nothing large waits to be sent again)."""
+        with self._lock:
+            self._check()
+            if sequence is not None and (type(sequence) is not int or not 0 <= sequence < (1 << 63)):
+                raise InvalidSequenceError(
+                    f"writer {self.writer_id!r} on {self.scope}/{self.stream}: sequence must "
+                    f"be an int in [0, 2**63), got {sequence!r}")
+            seq = self._seq + 1 if sequence is None else sequence
+            if seq <= self._seq:
+                self.duplicates_dropped += 1
+                return seq
+            self._send()
+            self._flush_owner(None)
+            view = memoryview(ev)
+            for i in range(0, len(view), LARGE_PART):
+                self._conn.write_bytes(self._handle, view[i:i + LARGE_PART])
+            self._conn.call(self._handle, "write_large", routing_key, seq)
+            self._seq = seq
+            self._first = seq + 1
+            self._flush_owner(None)
+            return seq
+
     def _key(self, key: object) -> bytes | None:
         kb = encode_key(key)  # InvalidRoutingKeyError for a key that is not one
         if len(self._keys) < KEY_CACHE:
@@ -423,6 +448,12 @@ class RemoteWriter:
         kb = encode_key(routing_key)
         if not evs:
             return self._seq
+        biggest = max(len(e) for e in evs)
+        if biggest > MAX_EVENT_SIZE:
+            raise EventTooLargeError(
+                f"an event of {biggest} bytes in a batch for {self.scope}/{self.stream} is over the "
+                f"{MAX_EVENT_SIZE}-byte limit of a batch; nothing of this batch was written "
+                "(write large events one at a time with write_event)")
         size = sum(len(e) + (len(kb) if kb else 0) + EVENT_OVERHEAD for e in evs)
         if size > ATOMIC_MAX or len(evs) > MAX_PENDING_EVENTS:
             raise EventTooLargeError(
@@ -597,11 +628,13 @@ class RemoteReader:
                 if self._ended:
                     return None
                 try:
-                    evs, end, _ = self._conn.read(self._handle, "read", timeout, READ_BATCH)
+                    evs, end, meta = self._conn.read(self._handle, "read", timeout, READ_BATCH)
                 except ConnectionLostError:
                     if self._closed:  # close() in another thread ended this read
                         raise ReaderClosedError(f"reader of {self.scope}/{self.stream} is closed") from None
                     raise
+                if len(evs) == 1 and meta is not None:
+                    evs = [with_large(self._conn, self._handle, evs[0], meta)]
                 self._buf.extend(evs)
                 self._ended = end
                 if not self._buf:

@@ -22,15 +22,16 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from ..errors import ConnectionLostError, PravegaEmbeddedError, ProtocolError, storage_error
+from ..writer import MAX_EVENT_SIZE
 from .framing import FramedSocket
 from .server import socket_path
 from .values import decode_error, dumps, loads
-from .wire import FRAME_MAX, EventsBody, Kind, encode_bytes_write, encode_hello, parse_events, parse_welcome
+from .wire import FRAME_MAX, EventsBody, Kind, WireEvent, encode_bytes_write, encode_hello, parse_events, parse_welcome
 
 if TYPE_CHECKING:
     import ssl
 
-__all__ = ["Connection", "TcpTarget"]
+__all__ = ["Connection", "TcpTarget", "with_large"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -207,3 +208,22 @@ def _connect_tcp(tcp: TcpTarget, timeout: float, url: str) -> socket.socket:
     except (OSError, ValueError) as exc:  # ssl.SSLError (a bad certificate, ...) is an OSError
         sock.close()
         raise ConnectionLostError(f"the TLS handshake with {url} failed: {exc}") from None
+
+
+def with_large(conn: Connection, handle: int, ev: WireEvent, meta: bytes) -> WireEvent:
+    """The event with its payload, if the answer says it is a large one (its bytes are taken
+    in parts, ``large_part``)."""
+    m = loads(meta)
+    size = m.get("large") if isinstance(m, dict) else None
+    if size is None:
+        return ev
+    if isinstance(size, bool) or not isinstance(size, int) or size <= MAX_EVENT_SIZE or ev.event:
+        raise ProtocolError(f"a large event's size {size!r} is not one")
+    parts, got = [], 0
+    while got < size:
+        part = conn.fetch(Kind.BYTES, handle, "large_part", got)
+        if not part or got + len(part) > size:
+            raise ProtocolError(f"a large event's part at {got} of {size} bytes is {len(part)} bytes")
+        parts.append(part)
+        got += len(part)
+    return ev._replace(event=b"".join(parts))

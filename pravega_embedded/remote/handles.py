@@ -46,7 +46,7 @@ from ..serializers import Serializer
 from ..streamcut import StreamCut
 from ..transactions import TxnStatus
 from ..writer import MAX_EVENT_SIZE
-from .connection import Connection
+from .connection import Connection, with_large
 from .values import Handle, loads
 from .wire import Kind, WireEvent, encode_write
 
@@ -300,6 +300,10 @@ class RemoteGroupReader(_Owned):
                 out.append(make(_payload(ev, ser), ev.routing_key, ev.segment_id, ev.offset, ev.length, ctx))
         if len(out) != len(events):
             raise ProtocolError("a group reader's EVENTS has runs that do not match its events")
+        if m.get("large") is not None and len(events) == 1:  # type: ignore[union-attr]
+            big = with_large(self._conn, self._h, events[0], meta)  # type: ignore[arg-type]
+            out[0] = EventRead.make(_payload(big, ser), big.routing_key, big.segment_id, big.offset,
+                                    big.length, out[0][5])
         marker = m.get("marker")  # type: ignore[union-attr]
         if marker is not None:
             out.append(make_marker(marker["name"], Position.of(marker["position"])))

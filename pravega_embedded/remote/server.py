@@ -327,12 +327,15 @@ class OwnerServer:
                 raise InvalidConfigurationError("read takes (timeout, max_events)")
             fs.send(Kind.EVENTS, request, self._read(fs, session, handle, timeout, max_events))
         elif method == "fetch_event" and handle == 0:
-            fs.send(Kind.EVENTS, request, encode_events(session.fetch(args[0] if args else None)))
+            events, meta = session.fetch(args[0] if args else None)
+            fs.send(Kind.EVENTS, request, encode_events(events, False, meta))
         elif method == "arrow" and handle:
             part, last = session.arrow(handle)
             fs.send(Kind.ARROW, request, (b"\x01" if last else b"\x00") + part)
         elif method == "read_bytes" and handle:
             fs.send(Kind.BYTES, request, session.read_bytes(handle, args[0] if args else None))
+        elif method == "large_part":
+            fs.send(Kind.BYTES, request, session.large_part(handle, args[0] if args else None))
         else:
             fs.send(Kind.RESULT, request, dumps(session.call(handle, method, args, kwargs)))
 

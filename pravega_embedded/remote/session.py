@@ -24,6 +24,10 @@ Invariants:
   6. A group reader's batch is one chunk (``GroupReader.read_batch``): the group protocol
      runs at the next read, when the client has handed out the whole batch; the answer
      carries the chunk contexts so ``EventRead.position`` in the client is the owner's.
+  7. A large event (over MAX_EVENT_SIZE) comes alone, its payload empty and its size in the
+     answer's JSON section (``large``); the client takes its bytes with ``large_part`` (BYTES
+     answers) before its next read. A client writes one as BYTES frames to its writer handle
+     and then ``write_large(key, sequence)``.
 
 Thread-safety: a session is driven by its connection's thread; ``close`` may come from the
 server's closing thread as well (it only closes handles, which are thread-safe).
@@ -146,6 +150,8 @@ class Session:
         self._held: dict[int, deque[EventRead | PravegaEmbeddedError]] = {}  # invariant 5
         self._iters: dict[int, Iterator[EventRead] | None] = {}  # a slice's events (None: done)
         self._arrows: dict[int, deque[object]] = {}  # a slice's Arrow batches not yet sent
+        self._large_out: dict[int, bytes] = {}  # a large event being read, by handle (0: fetch)
+        self._large_in: dict[int, bytearray] = {}  # a large event being written, by writer
         self._next = 1
         self._lock = threading.Lock()
         self.closed = False
@@ -161,6 +167,8 @@ class Session:
         if handle == 0:
             return self._wrap(self._store_call(method, args, kwargs))
         obj = self._get(handle)
+        if method == "write_large" and isinstance(obj, EventStreamWriter):
+            return self._write_large(handle, obj, args)
         if method == "close":
             self._close_handle(handle)
             return None
@@ -286,15 +294,12 @@ class Session:
             if self._gone():
                 raise InvalidConfigurationError(f"{method} was given up: the client went away")
 
-    def fetch(self, pointer: object) -> list[WireEvent]:
+    def fetch(self, pointer: object) -> tuple[list[WireEvent], bytes | None]:
         if not isinstance(pointer, EventPointer):
             raise InvalidEventPointerError(f"expected an EventPointer, got {type(pointer).__name__}")
         self.grants.check("read", f"{pointer.scope}/{pointer.stream}", "fetch_event")
-        ev = self.store.fetch_event(pointer)
-        if len(ev.event) > MAX_EVENT_SIZE:
-            raise EventTooLargeError(f"the event at {pointer} is {len(ev.event)} bytes: events over "
-                                     f"{MAX_EVENT_SIZE} bytes are read by the owner process only for now")
-        return [WireEvent(ev.segment_id, ev.offset, ev.length, ev[1], ev.event)]
+        wire = self._wire_event(0, self.store.fetch_event(pointer))
+        return [wire], (dumps({"large": len(self._large_out[0])}) if not wire.event and 0 in self._large_out else None)
 
     # ------------------------------------------------------------------ reads
     def read(self, handle: int, timeout: float, max_events: int) -> tuple[list[WireEvent], bool, bytes | None]:
@@ -315,24 +320,56 @@ class Session:
                     break
                 pending.popleft()
                 raise ev
-            if ev[0] is not None and len(ev[0]) > MAX_EVENT_SIZE:  # not carried yet: held
-                if not out:
-                    self._held[handle] = pending  # every later read stops here: never skipped
-                    raise EventTooLargeError(
-                        f"the next event (segment {ev[2]}, offset {ev[3]}) is {len(ev[0])} bytes: "
-                        f"events over {MAX_EVENT_SIZE} bytes are read by the owner process only "
-                        "for now (docs/multiprocess.md)")
-                break
+            large = ev[0] is not None and len(ev[0]) > MAX_EVENT_SIZE
+            if large and out:
+                break  # a large event comes alone (invariant 7)
             out.append(pending.popleft())
             size += 0 if ev[0] is None else len(ev[0])
-            if len(out) >= limit or size >= READ_MAX_BYTES:
+            if large or len(out) >= limit or size >= READ_MAX_BYTES:
                 break
         if pending:
             self._held[handle] = pending
         end = not out and not pending and _at_end(obj, handle in self._iters and self._iters[handle] is None)
-        meta = _group_meta(out) if isinstance(obj, GroupReader) else None
-        wire = [WireEvent(ev[2], ev[3], ev[4], ev[1], ev[0]) for ev in out if ev[0] is not None]
-        return wire, end, meta
+        wire = [self._wire_event(handle, ev) for ev in out if ev[0] is not None]
+        large = handle in self._large_out and len(wire) == 1 and not wire[0].event
+        extra = {"large": len(self._large_out[handle])} if large else {}
+        if isinstance(obj, GroupReader):
+            return wire, end, _group_meta(out, extra)
+        return wire, end, dumps(extra) if extra else None
+
+    def _wire_event(self, handle: int, ev: EventRead) -> WireEvent:
+        """An event for an EVENTS answer; a large one's payload is kept for ``large_part``."""
+        payload = ev[0]
+        if len(payload) > MAX_EVENT_SIZE:
+            self._large_out[handle] = payload
+            payload = b""
+        else:
+            self._large_out.pop(handle, None)  # one not taken whole before is let go
+        return WireEvent(ev[2], ev[3], ev[4], ev[1], payload)
+
+    def large_part(self, handle: int, start: object) -> bytes:
+        """Bytes of the large event the last read (or fetch_event, handle 0) answered, from
+        ``start``; the event is let go once its last part is taken."""
+        payload = self._large_out.get(handle)
+        if payload is None:
+            raise InvalidConfigurationError(f"handle {handle} has no large event being read")
+        if isinstance(start, bool) or not isinstance(start, int) or not 0 <= start < len(payload):
+            raise InvalidConfigurationError(f"a part of a {len(payload)}-byte event starts in it, not at {start!r}")
+        part = payload[start:start + BYTES_PART]
+        if start + len(part) >= len(payload):
+            del self._large_out[handle]
+        return part
+
+    def _write_large(self, handle: int, w: EventStreamWriter, args: list[object]) -> object:
+        """``write_large(routing_key, sequence)``: the large event sent in BYTES frames before
+        it, written with that sequence (a resend at or below the last sequence is dropped)."""
+        key, sequence = (list(args) + [None, None])[:2]
+        data = self._large_in.pop(handle, None)
+        if data is None:
+            raise InvalidConfigurationError("write_large comes after the event's BYTES frames")
+        if key is not None and not isinstance(key, str):
+            raise InvalidConfigurationError("write_large takes (routing key or None, sequence)")
+        return w.write_event(bytes(data), key, sequence=sequence)  # type: ignore[arg-type]
 
     def _take(self, handle: int, obj: object, timeout: float, max_events: int
               ) -> deque[EventRead | PravegaEmbeddedError]:
@@ -422,8 +459,17 @@ class Session:
         w.write_events([ev for _, ev in batch.events], keys.pop())
 
     def write_bytes(self, handle: int, data: memoryview) -> None:
-        """A BYTES write: appended to a byte stream (durable at its ``flush``)."""
+        """A BYTES write: appended to a byte stream (durable at its ``flush``), or to a
+        writer's large event being sent (``write_large``), up to the store's event limit."""
         obj = self._get(handle)
+        if isinstance(obj, EventStreamWriter):
+            buf = self._large_in.setdefault(handle, bytearray())
+            if len(buf) + len(data) > self.store.large_event_limit:
+                del self._large_in[handle]
+                raise EventTooLargeError(f"an event over the store's large_event_limit of "
+                                         f"{self.store.large_event_limit} bytes")
+            buf += data
+            return
         if not isinstance(obj, ByteStream):
             raise InvalidConfigurationError(f"handle {handle} is not a byte stream")
         obj.write(data)
@@ -463,6 +509,8 @@ class Session:
             self._held.pop(handle, None)
             self._iters.pop(handle, None)
             self._arrows.pop(handle, None)
+            self._large_out.pop(handle, None)
+            self._large_in.pop(handle, None)
         if isinstance(obj, GroupReader):
             if not isinstance(unreturned, dict):
                 unreturned = {}
@@ -479,6 +527,8 @@ class Session:
             self._held.clear()
             self._iters.clear()
             self._arrows.clear()
+            self._large_out.clear()
+            self._large_in.clear()
         for obj in handles:
             if isinstance(obj, GroupReader):
                 obj.abandon()
@@ -530,7 +580,7 @@ def _at_end(obj: object, slice_done: bool) -> bool:
     return False  # a group reader says so with its read-completed marker
 
 
-def _group_meta(events: list[EventRead]) -> bytes:
+def _group_meta(events: list[EventRead], extra: dict[str, object]) -> bytes:
     """Invariant 6: the chunk contexts of a group reader's events (``ctx``: names, segment
     key, base positions; ``runs``: [count, context index] in order) and its marker."""
     contexts: list[object] = []
@@ -554,7 +604,7 @@ def _group_meta(events: list[EventRead]) -> bytes:
             runs[-1][0] += 1
         else:
             runs.append([1, i])
-    return dumps({"ctx": contexts, "runs": runs, "marker": marker})
+    return dumps({"ctx": contexts, "runs": runs, "marker": marker, **extra})
 
 
 def _close(obj: object) -> None:

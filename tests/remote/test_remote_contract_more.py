@@ -243,3 +243,32 @@ def test_segment_watchers_see_scalings(handle):
     assert w.get(0.05) is None
     w.close(), cw.close()
     assert w.get(0) is None
+
+
+def test_large_events_written_and_read_whole(handle):
+    """Events over 8 MiB: written by a client's writer, read by readers, group readers and
+    fetch_event, between small ones, in order (each travels in parts)."""
+    _stream(handle, segments=1)
+    big = bytes(range(256)) * (20 << 12)  # 20 MiB
+    w = handle.create_writer("a", "s", writer_id="lw")
+    w.write_event(b"small-0", routing_key="k")
+    assert w.write_event(big, routing_key="k") == 1
+    w.write_event(b"small-2", routing_key="k")
+    w.flush()
+    with pytest.raises(errors.EventTooLargeError):  # as in process: not in a batch
+        w.write_events([big], "k")
+    w.close()
+    w = handle.create_writer("a", "s", writer_id="lw")
+    assert w.last_sequence == 2
+    assert w.write_event(big, routing_key="k", sequence=1) == 1  # a resend: dropped
+    w.close()
+    r = handle.create_reader("a", "s")
+    evs = _events(r)
+    assert [ev.event for ev in evs] == [b"small-0", big, b"small-2"]
+    assert handle.fetch_event(evs[1].event_pointer).event == big
+    g = _group(handle)
+    gr = g.create_reader("r")
+    got = _events(gr)
+    assert [ev.event for ev in got] == [b"small-0", big, b"small-2"]
+    assert got[1].position == gr.position() or got[2].position == gr.position()
+    gr.close()
