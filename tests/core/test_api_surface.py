@@ -12,7 +12,7 @@ from pravega_embedded import errors
 # The documented public names (README, issue 2, DESIGN.md section 4).
 DOCUMENTED = {
     "errors", "open", "open_temporary", "open_tier2", "Store", "StoreStatus", "TieringStatus",
-    "RemoteStore", "RemoteWriter", "RemoteReader",
+    "RemoteStore", "RemoteWriter", "RemoteReader", "connect", "serve_tcp", "TokenTable",
     "Tier2Store", "Tier2StreamInfo", "Tier2Slice", "BackgroundFailure",
     "StreamConfiguration", "ScalingPolicy", "RetentionPolicy", "StreamInfo", "SegmentInfo", "EpochInfo", "SegmentRange", "SegmentCountChange", "SegmentWatcher", "TimeWindow", "TransactionalEventStreamWriter", "Transaction", "TxnStatus", "ByteStream", "StreamCut", "EventRead", "EventPointer",
     "EventStreamWriter", "EventStreamReader", "Slice", "BytesSerializer", "TextSerializer",

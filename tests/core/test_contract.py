@@ -39,7 +39,7 @@ def s(pe_store):
 def test_public_names():
     assert set(pe.__all__) == {
         "errors", "open", "open_temporary", "open_tier2", "Store", "StoreStatus", "TieringStatus",
-        "RemoteStore", "RemoteWriter", "RemoteReader", "Tier2Store", "Tier2StreamInfo", "Tier2Slice", "BackgroundFailure",
+        "RemoteStore", "RemoteWriter", "RemoteReader", "connect", "serve_tcp", "TokenTable", "Tier2Store", "Tier2StreamInfo", "Tier2Slice", "BackgroundFailure",
         "StreamConfiguration", "ScalingPolicy",
         "RetentionPolicy", "StreamInfo", "SegmentInfo", "EpochInfo", "SegmentRange", "SegmentCountChange", "SegmentWatcher", "TimeWindow", "TransactionalEventStreamWriter", "Transaction", "TxnStatus", "ByteStream", "StreamCut", "EventRead", "EventPointer",
         "EventStreamWriter", "EventStreamReader", "Slice", "BytesSerializer", "TextSerializer",
