@@ -16,7 +16,7 @@ Thread-safety: pure function of its input.
 
 from __future__ import annotations
 
-from typing import Any, Iterable
+from typing import Any, Iterable, Iterator
 
 import pyarrow as pa
 
@@ -24,7 +24,7 @@ from ._native import check, ffi, lib
 from .errors import CorruptDataError
 from .frames import FrameParser
 
-__all__ = ["slice_to_arrow", "FrameColumns", "SCHEMA"]
+__all__ = ["slice_to_arrow", "slice_batches", "FrameColumns", "SCHEMA"]
 
 SCHEMA = pa.schema([
     ("event", pa.large_binary()),
@@ -82,14 +82,17 @@ class FrameColumns:
 def slice_to_arrow(chunks: Iterable[tuple[Any, Any, int] | pa.Table]) -> pa.Table:
     """Build the Table from (segment, framed bytes or memoryview, first offset) chunks, and
     tables already in ``SCHEMA`` (tiered data read from its Parquet columns)."""
+    return pa.Table.from_batches(list(slice_batches(chunks)), schema=SCHEMA)
+
+
+def slice_batches(chunks: Iterable[tuple[Any, Any, int] | pa.Table]) -> Iterator[pa.RecordBatch]:
+    """The record batches of ``slice_to_arrow``, one chunk at a time (memory: one chunk)."""
     cols: FrameColumns | None = None  # its parser's arrays are 3 MiB: only for frames
-    batches: list[pa.RecordBatch] = []
     for chunk in chunks:
         if isinstance(chunk, pa.Table):
-            batches.extend(chunk.to_batches())
+            yield from chunk.to_batches()
             continue
         seg, data, base = chunk
         if cols is None:
             cols = FrameColumns()
-        batches.extend(cols.batches(seg.name, seg.segment_id, data, base))
-    return pa.Table.from_batches(batches, schema=SCHEMA)
+        yield from cols.batches(seg.name, seg.segment_id, data, base)

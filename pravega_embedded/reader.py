@@ -386,6 +386,12 @@ class Slice:
         from .arrow import slice_to_arrow
         return slice_to_arrow(self._arrow_parts())
 
+    def arrow_batches(self) -> Iterator["pyarrow.RecordBatch"]:
+        """``to_arrow()``'s record batches one at a time, each made as it is taken (memory:
+        one chunk of the slice, not the whole table)."""
+        from .arrow import slice_batches
+        return slice_batches(self._arrow_parts())
+
     def _arrow_parts(self) -> Iterator[Any]:
         """What ``to_arrow`` is built from: chunks of frames, and tables of tiered ranges read
         straight from their Parquet columns where the journal no longer holds them."""

@@ -387,6 +387,10 @@ class ReaderGroup:
     def generate_stream_cuts(self, timeout: float | None = None) -> dict[tuple[str, str], StreamCut]:
         """One StreamCut per stream at the readers' current positions: a silent checkpoint
         that every reader answers on its next read (TimeoutError if not within ``timeout``)."""
+        return dict(self.begin_stream_cuts().result(timeout).stream_cuts)
+
+    def begin_stream_cuts(self) -> CheckpointFuture:
+        """``generate_stream_cuts`` without the wait: the silent checkpoint's future."""
         self._check()
         cid = 0
 
@@ -396,8 +400,7 @@ class ReaderGroup:
             return True
 
         self._gs.update(fn)
-        fut = self._gs.watch(CheckpointFuture("stream cuts", cid))
-        return dict(fut.result(timeout).stream_cuts)
+        return self._gs.watch(CheckpointFuture("stream cuts", cid))
 
     # ------------------------------------------------------------------ reset
     def reset(self, target: ReaderGroupConfig | Checkpoint) -> None:

@@ -23,8 +23,8 @@ Invariants:
      ``hmac.compare_digest``: the time taken does not depend on which entry (if any) matched
      or on how much of the token was right.
   2. A call outside the token's grants raises PermissionDeniedError naming the permission and
-     the stream it needs, before the store is touched. Scope-wide calls need a grant whose
-     pattern covers ``scope/*``; store-wide ones ``*``.
+     the stream it needs, before the store is touched. Scope-wide calls need a grant of
+     ``<scope pattern>/*``; store-wide ones (and the store's status) ``*``.
   3. Lists (scopes, streams, reader groups) are filtered to what the token may read.
 
 Thread-safety: immutable values; safe to share.
@@ -70,6 +70,25 @@ class Grants:
             raise PermissionDeniedError(
                 f"{what} needs {permission} on {resource!r}, which token {self.name!r} is not "
                 f"granted: add a grant such as \"{permission}:{resource}\" to it in the token file")
+
+    def check_scope(self, permission: str, scope: str, what: str) -> None:
+        """A scope-wide call: a grant of ``scope/*`` exactly (its stream part a bare ``*``) or
+        of everything; a pattern that only looks like it (``iot/?``) does not count."""
+        need = LEVELS[permission]
+        for level, pattern in self.grants:
+            head, _, tail = pattern.partition("/")
+            if level >= need and (pattern == "*" or (tail == "*" and fnmatch.fnmatchcase(scope, head))):
+                return
+        raise PermissionDeniedError(
+            f"{what} needs {permission} on all of scope {scope!r}, which token {self.name!r} is not "
+            f"granted: add a grant such as \"{permission}:{scope}/*\" to it in the token file")
+
+    def check_store(self, permission: str, what: str) -> None:
+        """A store-wide call: a grant of everything (``*``)."""
+        if not any(level >= LEVELS[permission] and pattern == "*" for level, pattern in self.grants):
+            raise PermissionDeniedError(
+                f"{what} needs {permission} on the whole store, which token {self.name!r} is not "
+                f"granted: add the grant \"{permission}:*\" to it in the token file")
 
     def readable_scope(self, scope: str) -> bool:
         """True if some stream of ``scope`` may be read (invariant 3)."""

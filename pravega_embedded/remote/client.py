@@ -112,6 +112,7 @@ class RemoteStore:
         self.owner_pid = info.get("pid")
         self._handles: set[_Closeable] = set()
         self._lock = threading.Lock()
+        self._fetch_lock = threading.Lock()
         self._closed = False
 
     def _call(self, method: str, *args: object, **kwargs: object) -> object:
@@ -180,9 +181,10 @@ class RemoteStore:
         """Read the one event an EventPointer points to."""
         if self._closed:
             raise StoreClosedError(f"store {self.path} is closed")
-        (ev,), _, meta = self._conn.read(0, "fetch_event", pointer)
-        if meta is not None:
-            ev = with_large(self._conn, 0, ev, meta)
+        with self._fetch_lock:  # a large event's parts are the connection's until all taken
+            (ev,), _, meta = self._conn.read(0, "fetch_event", pointer)
+            if meta is not None:
+                ev = with_large(self._conn, 0, ev, meta)
         return _event_read(ev, resolve(serializer), (pointer.scope, pointer.stream))
 
     # ------------------------------------------------------------------ writers and readers
@@ -425,6 +427,11 @@ class RemoteWriter:
             if seq <= self._seq:
                 self.duplicates_dropped += 1
                 return seq
+            limit = self._conn.info.get("large_event_limit")
+            if isinstance(limit, int) and len(ev) > limit:
+                raise EventTooLargeError(
+                    f"an event of {len(ev)} bytes for {self.scope}/{self.stream} is over the store's "
+                    f"large_event_limit of {limit} bytes")
             self._send()
             self._flush_owner(None)
             view = memoryview(ev)
@@ -639,7 +646,9 @@ class RemoteReader:
                 self._ended = end
                 if not self._buf:
                     return None
-            return _event_read(self._buf.popleft(), self._ser, self._names)
+            ev = _event_read(self._buf[0], self._ser, self._names)  # a payload that does not
+            self._buf.popleft()                                      # deserialize stays first
+            return ev
 
     def __iter__(self) -> Iterator[EventRead]:
         while True:

@@ -271,7 +271,8 @@ class RemoteGroupReader(_Owned):
         return ReaderClosedError(f"reader {self.reader_id!r} of group {self.group_name!r} is closed")
 
     def read_next_event(self, timeout: float | None = None) -> EventRead | None:
-        """The next event or marker, or None when ``timeout`` passes without one."""
+        """The next event or marker, or None when ``timeout`` passes without one. An event
+        whose payload does not deserialize raises and stays first (as in process)."""
         with self._lock:
             if self._closed:
                 raise self._closed_error()
@@ -283,7 +284,13 @@ class RemoteGroupReader(_Owned):
                         raise self._closed_error() from None
                     raise
                 self._buf.extend(self._events(body.events, body.meta))
-            return self._buf.popleft() if self._buf else None
+            if not self._buf:
+                return None
+            ev = self._buf[0]
+            if self._ser is not None and ev[0] is not None:
+                ev = EventRead.make(self._ser.deserialize(ev[0]), *ev[1:6])
+            self._buf.popleft()
+            return ev
 
     def _events(self, events: list[WireEvent], meta: bytes | None) -> list[EventRead]:
         m = loads(meta) if meta is not None else None
@@ -291,19 +298,19 @@ class RemoteGroupReader(_Owned):
             raise ProtocolError("a group reader's EVENTS has no contexts")
         contexts = [make_context((s, t), k, base) for s, t, k, base in m["ctx"]]  # type: ignore[union-attr]
         out: list[EventRead] = []
+        if m.get("large") is not None and len(events) == 1:  # type: ignore[union-attr]
+            events = [with_large(self._conn, self._h, events[0], meta)]  # type: ignore[arg-type]
         it = iter(events)
-        ser, make = self._ser, EventRead.make
+        make = EventRead.make  # payloads deserialize as they are handed out
         for count, i in m["runs"]:  # type: ignore[union-attr]
             ctx = contexts[i]
             for _ in range(count):
-                ev = next(it)
-                out.append(make(_payload(ev, ser), ev.routing_key, ev.segment_id, ev.offset, ev.length, ctx))
+                ev = next(it, None)
+                if ev is None:
+                    raise ProtocolError("a group reader's EVENTS has runs that do not match its events")
+                out.append(make(ev.event, ev.routing_key, ev.segment_id, ev.offset, ev.length, ctx))
         if len(out) != len(events):
             raise ProtocolError("a group reader's EVENTS has runs that do not match its events")
-        if m.get("large") is not None and len(events) == 1:  # type: ignore[union-attr]
-            big = with_large(self._conn, self._h, events[0], meta)  # type: ignore[arg-type]
-            out[0] = EventRead.make(_payload(big, ser), big.routing_key, big.segment_id, big.offset,
-                                    big.length, out[0][5])
         marker = m.get("marker")  # type: ignore[union-attr]
         if marker is not None:
             out.append(make_marker(marker["name"], Position.of(marker["position"])))
@@ -329,10 +336,21 @@ class RemoteGroupReader(_Owned):
 
     def close(self) -> None:
         """Leave the group, releasing the segments just after the events returned (the
-        batch not handed out is read by the group again). Idempotent."""
+        batch not handed out is read by the group again). Idempotent. If another thread is
+        waiting in a read, the connection is ended instead (the read raises
+        ReaderClosedError): the owner then treats the reader as its process had died."""
         if self._closed:
             return
-        self._close("close_before", self._unreturned())
+        if not self._lock.acquire(timeout=0.05):
+            self._closed = True
+            self._conn.close()
+            if self._forget is not None:
+                self._forget(self)
+            return
+        try:
+            self._close("close_before", self._unreturned())
+        finally:
+            self._lock.release()
 
     def __iter__(self) -> Iterator[EventRead]:
         """Events and checkpoint markers until the group's read is complete; blocks."""
@@ -618,7 +636,9 @@ class RemoteSlice(_Owned):
     def __iter__(self) -> Iterator[EventRead]:
         self._call("rewind")
         while True:
-            evs, end, _ = self._conn.read(self._h, "read", 0, READ_BATCH)
+            evs, end, meta = self._conn.read(self._h, "read", 0, READ_BATCH)
+            if len(evs) == 1 and meta is not None:
+                evs = [with_large(self._conn, self._h, evs[0], meta)]
             for ev in evs:
                 yield EventRead.make(_payload(ev, self._ser), ev.routing_key, ev.segment_id,
                                      ev.offset, ev.length, self._names)

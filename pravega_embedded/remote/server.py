@@ -11,7 +11,9 @@ Invariants:
      arrive within ``HANDSHAKE_TIMEOUT`` (a deadline, not a per-read timeout); after it, a CALL
      is at most ``CALL_MAX`` and any frame at most ``FRAME_MAX``, both checked on the header
      before the body is read, whose buffer grows only as bytes arrive (framing invariant 1).
-  3. At most ``MAX_CONNECTIONS`` connections are served; one more is refused with an ERROR.
+  3. At most ``MAX_CONNECTIONS`` connections are served, of which at most ``PENDING_MAX``
+     still in their handshake (``PENDING_PER_PEER`` from one TCP host); one more is refused
+     with an ERROR.
   4. A failed call answers ERROR and the connection goes on; bytes that are not the protocol
      answer ERROR (ProtocolError) and close the connection. Nothing a client sends can stop
      the server or another connection.
@@ -67,13 +69,15 @@ if TYPE_CHECKING:
 
     from ..store import Store
 
-__all__ = ["OwnerServer", "SOCKET_NAME", "MAX_CONNECTIONS", "HANDSHAKE_TIMEOUT", "CALL_MAX",
+__all__ = ["OwnerServer", "SOCKET_NAME", "MAX_CONNECTIONS", "PENDING_MAX", "HANDSHAKE_TIMEOUT", "CALL_MAX",
            "socket_path"]
 
 LOG = logging.getLogger("pravega_embedded.remote")
 
 SOCKET_NAME = "owner.sock"
 MAX_CONNECTIONS = 256
+PENDING_MAX = 64  # connections not yet through their handshake, in all ...
+PENDING_PER_PEER = 16  # ... and from one host (TCP): a flood of silent sockets is bounded
 HANDSHAKE_TIMEOUT = 5.0
 CALL_MAX = 1 << 20
 CLOSE_WAIT_S = 5.0  # close waits this long in all for the connection threads
@@ -122,7 +126,8 @@ class OwnerServer:
             self._listen_unix(store)
             self.address = ("", 0)
             where = "unix"
-        self._info = json.dumps({"pid": os.getpid(), "durability": store.durability})
+        self._info = json.dumps({"pid": os.getpid(), "durability": store.durability,
+                                 "large_event_limit": store.large_event_limit})
         self._acceptor = threading.Thread(target=self._accept_loop, name=f"pe-owner-accept-{where}",
                                           daemon=True)
         self._acceptor.start()
@@ -167,14 +172,20 @@ class OwnerServer:
                 sock.close()
                 return
             fs = FramedSocket(sock, "a client")
+            peer = _peer_host(sock)
             with self._lock:
+                pending = [f for f, sess in self._conns.items() if sess is None]
                 full = len(self._conns) >= MAX_CONNECTIONS
-                if not full:
+                busy = len(pending) >= PENDING_MAX or \
+                    sum(1 for f in pending if _peer_host(f.sock) == peer) >= PENDING_PER_PEER
+                if not full and not busy:
                     self._conns[fs] = None
-            if full:  # invariant 3
+            if full or busy:  # invariant 3
                 _refuse(fs, InvalidConfigurationError(
                     f"the owner of store {self.store.path} serves at most {MAX_CONNECTIONS} "
-                    "connections: close some"))
+                    "connections: close some" if full else
+                    f"the owner of store {self.store.path} has too many connections still in their "
+                    "handshake: try again"))
                 continue
             t = threading.Thread(target=self._serve, args=(fs,), name="pe-owner-conn", daemon=True)
             with self._lock:
@@ -298,7 +309,8 @@ class OwnerServer:
                 except PravegaEmbeddedError:
                     return
             except Exception as exc:  # noqa: BLE001 - a bug: logged, reported, the server goes on
-                LOG.exception("store %s: a call of %s failed", self.store.path, fs.what)
+                if not isinstance(exc, TimeoutError):  # a wait that timed out is an answer
+                    LOG.exception("store %s: a call of %s failed", self.store.path, fs.what)
                 try:
                     fs.send(Kind.ERROR, header.request, encode_error(exc))
                 except PravegaEmbeddedError:
@@ -391,3 +403,12 @@ def _refuse(fs: FramedSocket, exc: PravegaEmbeddedError, request: int = 0) -> No
     except PravegaEmbeddedError:
         pass
     fs.close()
+
+
+def _peer_host(sock: socket.socket) -> str:
+    """The peer's host (TCP), or "" (a unix socket's peers are told apart by uid instead)."""
+    try:
+        peer = sock.getpeername()
+    except OSError:
+        return ""
+    return str(peer[0]) if isinstance(peer, tuple) else ""

@@ -27,7 +27,10 @@ Invariants:
   7. A large event (over MAX_EVENT_SIZE) comes alone, its payload empty and its size in the
      answer's JSON section (``large``); the client takes its bytes with ``large_part`` (BYTES
      answers) before its next read. A client writes one as BYTES frames to its writer handle
-     and then ``write_large(key, sequence)``.
+     and then ``write_large(key, sequence)``; one at a time per connection, up to the
+     store's ``large_event_limit`` and an owner-wide budget of twice that, else refused whole.
+  8. ``close_before`` and ``position_before`` of a group reader count only offsets of events
+     in the last batch sent on it: a client cannot move a position anywhere else.
 
 Thread-safety: a session is driven by its connection's thread; ``close`` may come from the
 server's closing thread as well (it only closes handles, which are thread-safe).
@@ -35,6 +38,7 @@ server's closing thread as well (it only closes handles, which are thread-safe).
 
 from __future__ import annotations
 
+import heapq
 import inspect
 import logging
 import threading
@@ -52,7 +56,6 @@ from ..errors import (
 )
 from ..events import EventPointer, EventRead
 from ..reader import EventStreamReader, Slice
-from ..readergroup.config import ReaderGroupConfig
 from ..readergroup.group import ReaderGroup
 from ..readergroup.reader import GroupReader, chunk_context, marker_of
 from ..readergroup.state import CheckpointFuture
@@ -60,10 +63,13 @@ from ..transactions import Transaction, TransactionalEventStreamWriter
 from ..watch import SegmentWatcher
 from ..writer import MAX_EVENT_SIZE, EventStreamWriter
 from .auth import FULL, Grants
+from .permissions import Authorizer, bind
 from .values import Handle, dumps
 from .wire import WireEvent, WriteBatch
 
 if TYPE_CHECKING:
+    import pyarrow
+
     from ..store import Store
 
 __all__ = ["Session", "HandleKind", "HANDLE_KINDS", "STORE_CALLS", "READ_MAX_EVENTS",
@@ -80,19 +86,6 @@ STORE_CALLS = frozenset({
     "create_byte_stream", "watch_segments", "read_slice",
 })
 _NO_SERIALIZER = frozenset({"create_writer", "create_reader", "create_transactional_writer", "read_slice"})
-
-
-# the permission (auth.LEVELS) each call needs: on its scope/stream, its scope, or the store
-_STREAM_PERMS = {
-    "create_stream": "admin", "seal_stream": "admin", "delete_stream": "admin", "scale_stream": "admin",
-    "update_stream": "admin", "truncate_stream": "admin", "stream_info": "read", "tiered_bytes": "read",
-    "create_reader": "read", "read_slice": "read", "watch_segments": "read", "create_writer": "write",
-    "create_transactional_writer": "write", "create_byte_stream": "write",
-}
-_SCOPE_PERMS = {"create_scope": "admin", "delete_scope": "admin"}
-_STORE_PERMS = {"checkpoint": "admin", "reclaim": "admin", "flush_tier2": "admin"}
-_GROUP_PERMS = {"get_reader_group": "read", "open_group_reader": "read", "delete_reader_group": "write"}
-_FILTERED = frozenset({"list_scopes", "list_streams", "list_reader_groups"})  # auth invariant 3
 
 
 class HandleKind(NamedTuple):
@@ -144,14 +137,16 @@ class Session:
         self.store = store
         self.peer = peer
         self.grants = grants
+        self.auth = Authorizer(store, grants)
         self._gone = gone
         self._reader_timeout = reader_timeout
         self._handles: dict[int, object] = {}
         self._held: dict[int, deque[EventRead | PravegaEmbeddedError]] = {}  # invariant 5
         self._iters: dict[int, Iterator[EventRead] | None] = {}  # a slice's events (None: done)
-        self._arrows: dict[int, deque[object]] = {}  # a slice's Arrow batches not yet sent
+        self._arrows: dict[int, _ArrowParts] = {}  # a slice's Arrow batches, made as sent
+        self._batches: dict[int, dict[str, set[int]]] = {}  # a group reader's last batch's offsets
         self._large_out: dict[int, bytes] = {}  # a large event being read, by handle (0: fetch)
-        self._large_in: dict[int, bytearray] = {}  # a large event being written, by writer
+        self._large_in: dict[int, bytearray | None] = {}  # a large event being written (None: refused)
         self._next = 1
         self._lock = threading.Lock()
         self.closed = False
@@ -175,16 +170,21 @@ class Session:
         kind = HANDLE_KINDS[type(obj)]
         if method not in kind.calls:
             raise _refused(kind.name, method)
+        self.auth.handle(obj, method, args, kwargs)
         if (kind.name, method) in _POLLED:
             return self._wrap(self._poll(obj, method, args, kwargs))
-        if isinstance(obj, ReaderGroup) and self.grants is not FULL:
-            if method == "reset" and args and isinstance(args[0], ReaderGroupConfig):
-                self._check_streams(args[0].streams, "read", "reset")  # no way round the grants
-            if method == "update_retention_cut":  # it lets retention delete data
-                self._check_streams(obj.config.streams, "write", method)
-        if method == "close_before":
-            self._close_handle(handle, args[0] if args else {})
+        if method == "generate_stream_cuts":  # waits for the readers: as a polled future
+            timeout = bind(obj.generate_stream_cuts, args, kwargs, method).get("timeout")  # type: ignore[attr-defined]
+            cp = self._poll(obj.begin_stream_cuts(), "result", [timeout], {})  # type: ignore[attr-defined]
+            return dict(cp.stream_cuts)  # type: ignore[attr-defined]
+        if method in ("close_before", "position_before") and isinstance(obj, GroupReader):
+            unreturned = self._unreturned(handle, args[0] if args else None)  # invariant 8
+            if method == "position_before":
+                return obj.position_before(unreturned)  # type: ignore[attr-defined]
+            self._close_handle(handle, unreturned)
             return None
+        if method == "position_before" and not (args and isinstance(args[0], dict)):
+            raise InvalidConfigurationError("position_before takes {segment id: offset}")
         if method == "rewind":  # a slice's iteration starts again
             self._iters.pop(handle, None)
             self._held.pop(handle, None)
@@ -193,84 +193,23 @@ class Session:
         return self._wrap(_invoke(attr, args, kwargs, method) if callable(attr) else attr)
 
     def _store_call(self, method: str, args: list[object], kwargs: dict[str, object]) -> object:
-        if self.grants is not FULL:
-            self._authorize(method, args, kwargs)
+        if method not in STORE_CALLS and method != "open_group_reader":
+            raise _refused("store", method)
+        self.auth.before(method, args, kwargs)
         if method == "open_group_reader":  # a group's reader on a connection of its own
             group, reader_id = (list(args) + [None, None])[:2]
             if not isinstance(group, str) or not isinstance(reader_id, str):
                 raise InvalidConfigurationError("open_group_reader takes (group name, reader id)")
             g = self.store.get_reader_group(group)
             try:
-                return g.create_reader(reader_id)
+                return self.auth.after(method, args, kwargs, g.create_reader(reader_id))
             finally:
                 g.close()
-        if method not in STORE_CALLS:
-            raise _refused("store", method)
         if method in _NO_SERIALIZER:
             kwargs.pop("serializer", None)  # invariant 4
         if method == "watch_segments" and kwargs.get("callback") is not None:
             raise InvalidConfigurationError("a client runs its watcher's callback itself")
-        value = _invoke(getattr(self.store, method), args, kwargs, method)
-        if method in _FILTERED and self.grants is not FULL:
-            return self._filter(method, args, value)
-        return value
-
-    # ------------------------------------------------------------------ permissions
-    def _authorize(self, method: str, args: list[object], kwargs: dict[str, object]) -> None:
-        """auth invariant 2: the call's permission, before the store is touched."""
-        g = self.grants
-        if method in _STREAM_PERMS or method in _SCOPE_PERMS:
-            fn = getattr(self.store, method)
-            try:
-                bound = inspect.signature(fn).bind(*args, **kwargs).arguments
-            except TypeError as exc:
-                raise InvalidConfigurationError(f"{method}: {exc}") from None
-            scope, stream = str(bound.get("scope")), bound.get("stream")
-            if method in _SCOPE_PERMS:
-                g.check(_SCOPE_PERMS[method], f"{scope}/*", method)
-            else:
-                g.check(_STREAM_PERMS[method], f"{scope}/{stream}", method)
-        elif method in _STORE_PERMS:
-            g.check(_STORE_PERMS[method], "*", method)
-        elif method == "create_reader_group":
-            config = args[1] if len(args) > 1 else kwargs.get("config")
-            streams = config.streams if isinstance(config, ReaderGroupConfig) else config
-            if not isinstance(streams, (list, tuple)):
-                raise InvalidConfigurationError("create_reader_group takes a ReaderGroupConfig or [(scope, stream)]")
-            self._check_streams(streams, "read", method)
-        elif method in _GROUP_PERMS:
-            name = args[0] if args else kwargs.get("group_name")
-            if not isinstance(name, str):
-                raise InvalidConfigurationError(f"{method} takes a reader group's name")
-            group = self.store.get_reader_group(name)
-            try:
-                self._check_streams(group.config.streams, _GROUP_PERMS[method], method)
-            finally:
-                group.close()
-
-    def _check_streams(self, streams: object, permission: str, what: str) -> None:
-        for pair in streams:  # type: ignore[attr-defined]
-            scope, stream = pair if isinstance(pair, (list, tuple)) else str(pair).split("/", 1)
-            self.grants.check(permission, f"{scope}/{stream}", what)
-
-    def _filter(self, method: str, args: list[object], value: object) -> object:
-        g = self.grants
-        if method == "list_scopes":
-            return [s for s in value if g.readable_scope(s)]  # type: ignore[attr-defined]
-        if method == "list_streams":
-            return [t for t in value if g.allows("read", f"{args[0]}/{t}")]  # type: ignore[attr-defined]
-        out = []
-        for name in value:  # type: ignore[attr-defined]
-            try:
-                group = self.store.get_reader_group(name)
-            except PravegaEmbeddedError:
-                continue
-            try:
-                if all(g.allows("read", f"{s}/{t}") for s, t in group.config.streams):
-                    out.append(name)
-            finally:
-                group.close()
-        return out
+        return self.auth.after(method, args, kwargs, _invoke(getattr(self.store, method), args, kwargs, method))
 
     def _poll(self, obj: object, method: str, args: list[object], kwargs: dict[str, object]) -> object:
         """A call that waits up to ``timeout``, in steps, given up when the client is gone."""
@@ -330,6 +269,13 @@ class Session:
         if pending:
             self._held[handle] = pending
         end = not out and not pending and _at_end(obj, handle in self._iters and self._iters[handle] is None)
+        if isinstance(obj, GroupReader):  # invariant 8
+            offsets: dict[str, set[int]] = {}
+            for ev in out:
+                described = chunk_context(ev)
+                if described is not None:
+                    offsets.setdefault(described[1], set()).add(ev[3])
+            self._batches[handle] = offsets
         wire = [self._wire_event(handle, ev) for ev in out if ev[0] is not None]
         large = handle in self._large_out and len(wire) == 1 and not wire[0].event
         extra = {"large": len(self._large_out[handle])} if large else {}
@@ -360,13 +306,26 @@ class Session:
             del self._large_out[handle]
         return part
 
+    def _unreturned(self, handle: int, given: object) -> dict[str, int]:
+        """Invariant 8: of a client's ``{segment: first offset not handed out}``, only offsets
+        of events of the last batch sent to it count (nothing else can move its position)."""
+        batch = self._batches.get(handle, {})
+        if not isinstance(given, dict):
+            return {}
+        return {k: v for k, v in given.items()
+                if isinstance(k, str) and type(v) is int and v in batch.get(k, ())}
+
     def _write_large(self, handle: int, w: EventStreamWriter, args: list[object]) -> object:
         """``write_large(routing_key, sequence)``: the large event sent in BYTES frames before
         it, written with that sequence (a resend at or below the last sequence is dropped)."""
         key, sequence = (list(args) + [None, None])[:2]
-        data = self._large_in.pop(handle, None)
-        if data is None:
+        if handle not in self._large_in:
             raise InvalidConfigurationError("write_large comes after the event's BYTES frames")
+        data = self._large_in.pop(handle)
+        _LARGE_IN.release(0 if data is None else len(data))
+        if data is None:  # its bytes were refused (invariant 7): nothing of it is written
+            raise EventTooLargeError(f"the large event for writer {w.writer_id!r} was refused "
+                                     "as it arrived; nothing of it was written")
         if key is not None and not isinstance(key, str):
             raise InvalidConfigurationError("write_large takes (routing key or None, sequence)")
         return w.write_event(bytes(data), key, sequence=sequence)  # type: ignore[arg-type]
@@ -403,28 +362,29 @@ class Session:
         return taken
 
     def arrow(self, handle: int) -> tuple[bytes, bool]:
-        """The next part of a slice's table as an Arrow IPC stream, and whether it is the
-        last part."""
+        """The next part of a slice's table as an Arrow IPC stream (its batches made as they
+        are sent: the owner never holds the whole table), and whether it is the last part."""
         import pyarrow as pa
+
+        from ..arrow import SCHEMA
 
         obj = self._get(handle)
         if not isinstance(obj, Slice):
             raise InvalidConfigurationError(f"handle {handle} is not a slice")
-        from ..arrow import SCHEMA
-
-        state = self._arrows.get(handle)
-        if state is None:  # a new table: the batches of a fresh to_arrow()
-            state = self._arrows[handle] = deque(obj.to_arrow().to_batches(max_chunksize=64 * 1024))
+        parts = self._arrows.get(handle)
+        if parts is None:  # a new table
+            parts = self._arrows[handle] = _ArrowParts(obj.arrow_batches())
         sink = pa.BufferOutputStream()
         size = 0
         with pa.ipc.new_stream(sink, SCHEMA) as out:
-            while state and (size == 0 or size + state[0].nbytes <= ARROW_PART):  # type: ignore[attr-defined]
-                batch = state.popleft()
+            while parts.peek() is not None and (size == 0 or size + parts.peek().nbytes <= ARROW_PART):
+                batch = parts.take()
                 out.write_batch(batch)
-                size += batch.nbytes  # type: ignore[attr-defined]
-        if not state:
+                size += batch.nbytes
+        last = parts.peek() is None
+        if last:
             del self._arrows[handle]  # the next to_arrow() starts again
-        return sink.getvalue().to_pybytes(), not state
+        return sink.getvalue().to_pybytes(), last
 
     def read_bytes(self, handle: int, size: object) -> bytes:
         """A byte stream's read of up to ``size`` bytes (at most BYTES_PART)."""
@@ -463,16 +423,35 @@ class Session:
         writer's large event being sent (``write_large``), up to the store's event limit."""
         obj = self._get(handle)
         if isinstance(obj, EventStreamWriter):
-            buf = self._large_in.setdefault(handle, bytearray())
-            if len(buf) + len(data) > self.store.large_event_limit:
-                del self._large_in[handle]
-                raise EventTooLargeError(f"an event over the store's large_event_limit of "
-                                         f"{self.store.large_event_limit} bytes")
-            buf += data
+            self._take_large(handle, data)
             return
         if not isinstance(obj, ByteStream):
             raise InvalidConfigurationError(f"handle {handle} is not a byte stream")
         obj.write(data)
+
+    def _take_large(self, handle: int, data: memoryview) -> None:
+        """Bytes of a large event a client writes (invariant 7): one at a time per connection,
+        up to the store's ``large_event_limit``, and within the owner-wide ``_LARGE_IN``
+        budget; past either, the event is refused whole (its later bytes are dropped and its
+        ``write_large`` raises)."""
+        if handle in self._large_in and self._large_in[handle] is None:
+            return  # refused already
+        others = [h for h in self._large_in if h != handle]
+        buf = self._large_in.setdefault(handle, bytearray())
+        assert buf is not None
+        limit = self.store.large_event_limit
+        why = None
+        if others:
+            why = "a connection sends one large event at a time"
+        elif len(buf) + len(data) > limit:
+            why = f"an event over the store's large_event_limit of {limit} bytes"
+        elif not _LARGE_IN.take(len(data), 2 * limit):
+            why = "the owner is taking in too many large events at once: try again"
+        if why is not None:
+            _LARGE_IN.release(len(buf))
+            self._large_in[handle] = None
+            raise EventTooLargeError(why)
+        buf += data
 
     # ------------------------------------------------------------------ handles
     def _wrap(self, value: object) -> object:
@@ -510,7 +489,9 @@ class Session:
             self._iters.pop(handle, None)
             self._arrows.pop(handle, None)
             self._large_out.pop(handle, None)
-            self._large_in.pop(handle, None)
+            self._batches.pop(handle, None)
+            data = self._large_in.pop(handle, None)
+            _LARGE_IN.release(0 if data is None else len(data))
         if isinstance(obj, GroupReader):
             if not isinstance(unreturned, dict):
                 unreturned = {}
@@ -528,15 +509,15 @@ class Session:
             self._iters.clear()
             self._arrows.clear()
             self._large_out.clear()
+            self._batches.clear()
+            for data in self._large_in.values():
+                _LARGE_IN.release(0 if data is None else len(data))
             self._large_in.clear()
         for obj in handles:
             if isinstance(obj, GroupReader):
-                obj.abandon()
-                if self._reader_timeout is not None:
-                    t = threading.Timer(self._reader_timeout, _quietly,
-                                        (obj.offline_if_abandoned, f"putting {obj.reader_id!r} offline"))
-                    t.daemon = True
-                    t.start()
+                _quietly(obj.abandon, f"abandoning reader {obj.reader_id!r}")
+                _REAPER.after(self._reader_timeout, obj.offline_if_abandoned,
+                              f"putting reader {obj.reader_id!r} of {self.peer} offline")
             elif not isinstance(obj, Transaction):  # invariant 2: it aborts at its lease's end
                 _quietly(lambda obj=obj: _close(obj), f"closing a handle of {self.peer}")
 
@@ -624,3 +605,68 @@ def _quietly(fn: Callable[[], object], what: str) -> None:
         LOG.info("%s: %s", what, exc)
     except Exception:  # noqa: BLE001 - logged in full: a bug, the owner goes on serving
         LOG.exception("%s failed", what)
+
+
+class _ArrowParts:
+    """A slice's record batches, made one at a time, with one looked at ahead."""
+
+    def __init__(self, batches: Iterator[object]) -> None:
+        self._it = batches
+        self._next: object = next(self._it, None)
+
+    def peek(self) -> "pyarrow.RecordBatch | None":
+        return self._next  # type: ignore[return-value]
+
+    def take(self) -> "pyarrow.RecordBatch":
+        batch, self._next = self._next, next(self._it, None)
+        return batch  # type: ignore[return-value]
+
+
+class _Budget:
+    """Bytes of large events being taken in, owner-wide (invariant 7)."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self.used = 0
+
+    def take(self, n: int, cap: int) -> bool:
+        with self._lock:
+            if self.used + n > cap:
+                return False
+            self.used += n
+            return True
+
+    def release(self, n: int) -> None:
+        with self._lock:
+            self.used = max(0, self.used - n)
+
+
+class _Reaper:
+    """One thread for every abandoned group reader's timeout (invariant 2), however many."""
+
+    def __init__(self) -> None:
+        self._cond = threading.Condition(threading.Lock())
+        self._heap: list[tuple[float, int, Callable[[], object], str]] = []
+        self._seq = 0
+        self._thread: threading.Thread | None = None
+
+    def after(self, delay: float, fn: Callable[[], object], what: str) -> None:
+        with self._cond:
+            self._seq += 1
+            heapq.heappush(self._heap, (time.monotonic() + delay, self._seq, fn, what))
+            if self._thread is None:
+                self._thread = threading.Thread(target=self._run, name="pe-owner-reaper", daemon=True)
+                self._thread.start()
+            self._cond.notify()
+
+    def _run(self) -> None:
+        while True:
+            with self._cond:
+                while not self._heap or self._heap[0][0] > time.monotonic():
+                    self._cond.wait(None if not self._heap else self._heap[0][0] - time.monotonic())
+                _, _, fn, what = heapq.heappop(self._heap)
+            _quietly(fn, what)
+
+
+_LARGE_IN = _Budget()
+_REAPER = _Reaper()

@@ -12,8 +12,9 @@ Invariants:
      ...]}``, ``{"$cut": text}`` for a StreamCut, ``{"$uuid": text}``, ``{"$h": id, ...}`` for a handle. Nothing else
      is decoded: a name off the allowlist or an unknown tag is a ProtocolError.
   2. An error decodes to the class of the same name in ``pravega_embedded.errors`` when it is
-     one of the library's; anything else (a bug in the owner) becomes ``RemoteError`` with the
-     original type and message in its text.
+     one of the library's, a ``TimeoutError`` (a wait that timed out) to ``TimeoutError`` as in
+     process; anything else (a bug in the owner) becomes ``RemoteError`` with the original
+     type and message in its text.
 
 Thread-safety: pure functions.
 """
@@ -206,6 +207,8 @@ def loads(raw: bytes | bytearray | memoryview) -> object:
 def encode_error(exc: BaseException) -> bytes:
     """Invariant 2: the ERROR body for ``exc``."""
     name = type(exc).__name__
+    if isinstance(exc, TimeoutError) and not isinstance(exc, PravegaEmbeddedError):
+        return json.dumps({"type": "TimeoutError", "message": str(exc)}).encode()  # as in process
     known = isinstance(exc, PravegaEmbeddedError) and getattr(errors, name, None) is type(exc)
     body: dict[str, object] = {"type": name if known else "RemoteError", "message": str(exc)}
     if not known:
@@ -220,7 +223,7 @@ def encode_error(exc: BaseException) -> bytes:
     return json.dumps(body).encode()
 
 
-def decode_error(raw: bytes | bytearray | memoryview) -> PravegaEmbeddedError:
+def decode_error(raw: bytes | bytearray | memoryview) -> Exception:
     """Invariant 2: the exception an ERROR body stands for."""
     try:
         j = json.loads(bytes(raw))
@@ -229,6 +232,8 @@ def decode_error(raw: bytes | bytearray | memoryview) -> PravegaEmbeddedError:
     if not isinstance(j, dict):
         return ProtocolError("an ERROR body is not a JSON object")
     name, message = j.get("type"), str(j.get("message", ""))
+    if name == "TimeoutError":  # a wait that timed out, as in process (checkpoint results, ...)
+        return TimeoutError(message)
     cls = getattr(errors, name, None) if isinstance(name, str) and name in errors.__all__ else None
     if name == "RemoteError":
         cls = RemoteError
