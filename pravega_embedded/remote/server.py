@@ -50,7 +50,7 @@ from ..errors import (
 )
 from .auth import FULL, TokenTable
 from .framing import FramedSocket
-from .session import Session
+from .session import POLL_S, Session
 from .values import dumps, encode_error, loads
 from .wire import (
     FRAME_MAX,
@@ -81,7 +81,6 @@ PENDING_PER_PEER = 16  # ... and from one host (TCP): a flood of silent sockets 
 HANDSHAKE_TIMEOUT = 5.0
 CALL_MAX = 1 << 20
 CLOSE_WAIT_S = 5.0  # close waits this long in all for the connection threads
-READ_POLL_S = 0.25  # a blocking read looks this often whether its client is still there
 _UCRED = struct.Struct("3i")  # pid, uid, gid
 _KIND_CAPS = {Kind.CALL: CALL_MAX + 5}  # frame lengths count kind and request id
 _NO_META = dumps({"ctx": [], "runs": [], "marker": None})  # a group read that found nothing
@@ -358,8 +357,8 @@ class OwnerServer:
             raise InvalidConfigurationError(f"a read timeout is seconds or None, got {timeout!r}")
         deadline = None if timeout is None else time.monotonic() + max(0.0, float(timeout))
         while True:
-            left = READ_POLL_S if deadline is None else max(0.0, deadline - time.monotonic())
-            events, end, meta = session.read(handle, min(READ_POLL_S, left), max_events)
+            left = POLL_S if deadline is None else max(0.0, deadline - time.monotonic())
+            events, end, meta = session.read(handle, min(POLL_S, left), max_events)
             if events or end or meta is not None and meta != _NO_META or \
                     (deadline is not None and time.monotonic() >= deadline):
                 return encode_events(events, end, meta)
