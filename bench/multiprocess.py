@@ -42,6 +42,9 @@ import pravega_embedded as pe  # noqa: E402
 ENV = dict(os.environ, PYTHONPATH=str(ROOT))
 PAYLOAD = b"x" * 100
 KEYS = [f"sensor-{i}" for i in range(64)]
+# catch-up reads divide a stream's segments among processes: 1,024 devices spread a 4-segment
+# stream evenly (64 keys happen to put 26 of them, 40% of the data, in one segment)
+READ_KEYS = [f"sensor-{i}" for i in range(1024)]
 
 CLIENT = textwrap.dedent("""
     import json, sys, time
@@ -192,7 +195,7 @@ def bench_catch_up(store: pe.Store, path: Path, n: int) -> dict[str, float]:
     store.create_stream("bench", "r", pe.StreamConfiguration(scaling=pe.ScalingPolicy.fixed(4)), exist_ok=True)
     with store.create_writer("bench", "r") as w:
         for i in range(n):
-            w.write_event(PAYLOAD, KEYS[i & 63])
+            w.write_event(PAYLOAD, READ_KEYS[i & 1023])
     store.seal_stream("bench", "r")
     out = {}
     r = store.create_reader("bench", "r")

@@ -45,9 +45,8 @@ import re
 import struct
 import threading
 from bisect import bisect_right
-from contextlib import contextmanager
 from dataclasses import dataclass, field
-from typing import Any, Iterator, Union
+from typing import Any, Union
 
 from ._native import check, ffi, lib
 from .errors import CorruptDataError, StorageError, StoreClosedError, storage_error
@@ -55,7 +54,8 @@ from .failstop import ENGINE_LOG, FailStop
 from .records import BytesRecord, MergeRecord, parse_bytes_record, parse_merge_record
 
 __all__ = ["Journal", "JournalStatus", "Recovery", "EventsRecord", "Section", "DURABILITY_MODES",
-           "Record", "parse_events_record", "file_name", "FILE_HEADER_SIZE", "SECTION_HEADER_SIZE"]
+           "Record", "parse_events_record", "file_name", "FILE_HEADER_SIZE", "SECTION_HEADER_SIZE",
+           "check_section", "file_version"]
 
 DURABILITY_MODES = {"fsync": lib.PE_DURABILITY_FSYNC, "os": lib.PE_DURABILITY_OS, "none": lib.PE_DURABILITY_NONE}
 FILE_HEADER_SIZE = lib.PE_FILE_HEADER_SIZE
@@ -674,12 +674,11 @@ class Journal:
             return None
         except OSError as exc:
             raise storage_error(exc.errno or _errno.EIO, "open journal file", path=path) from exc
-        status, version = _header(os.pread(fd, FILE_HEADER_SIZE, 0), base)
-        if status != lib.PE_OK:
+        try:
+            version = file_version(os.pread(fd, FILE_HEADER_SIZE, 0), base, path)
+        except BaseException:
             os.close(fd)
-            if status == lib.PE_ERR_FORMAT:
-                check(status, f"journal file {path} header")
-            raise CorruptDataError(f"journal file {path}: its header is damaged or cut short")
+            raise
         return _File(base, fd, version)
 
     def _acquire(self, pos: int, refresh: bool = False) -> _File:
@@ -823,14 +822,13 @@ class Journal:
 
     @staticmethod
     def _verify(f: _File, pos: int, head: bytes, data: Any) -> None:
-        _, _, _, n, crc, _ = _SECTION.unpack(head)
-        out = ffi.new("uint32_t *")
-        lib.pe_crc32c(ffi.from_buffer(data), len(data), 0, out)
-        if n != len(data) or out[0] != crc:
-            raise CorruptDataError(
-                f"journal {file_name(f.base)}: the section of {len(data)} bytes at position {pos} "
-                f"fails its check (header says {n} bytes, CRC {crc:#010x}, data has "
-                f"{out[0]:#010x}): the file is damaged")
+        check_section(head, data, file_name(f.base), pos)
+
+    def bases(self) -> list[int]:
+        """The bases of the journal files there now, in order (a fresh look at the directory)."""
+        with self._read_lock:
+            self._refresh()
+            return list(self._bases)
 
 
 class _ShortRead(Exception):
@@ -857,6 +855,30 @@ def _roll_at_end(mm: mmap.mmap, base: int, size: int) -> int | None:
     if res.n_records != 1 or mm[at + 16] != lib.PE_RECORD_ROLL:
         return None
     return base + size
+
+
+def check_section(head: Any, data: Any, name: str, pos: int) -> None:
+    """Check a format-2 section's ``data`` against its ``head`` (SECTION_HEADER_SIZE bytes):
+    CorruptDataError unless its length and CRC-32C match (invariant 5)."""
+    _, _, _, n, crc, _ = _SECTION.unpack(head)
+    out = ffi.new("uint32_t *")
+    lib.pe_crc32c(ffi.from_buffer(data), len(data), 0, out)
+    if n != len(data) or out[0] != crc:
+        raise CorruptDataError(
+            f"journal {name}: the section of {len(data)} bytes at position {pos} "
+            f"fails its check (header says {n} bytes, CRC {crc:#010x}, data has "
+            f"{out[0]:#010x}): the file is damaged")
+
+
+def file_version(head: bytes, base: int, path: str) -> int:
+    """The journal format version of the file at ``path`` named ``base``, from its first
+    FILE_HEADER_SIZE bytes; CorruptDataError if they are damaged or cut short."""
+    status, version = _header(head, base)
+    if status == lib.PE_ERR_FORMAT:
+        check(status, f"journal file {path} header")
+    if status != lib.PE_OK:
+        raise CorruptDataError(f"journal file {path}: its header is damaged or cut short")
+    return version
 
 
 def _header(head: bytes, base: int) -> tuple[int, int]:

@@ -48,6 +48,7 @@ from ..errors import (
     ReaderClosedError,
     ReaderGroupNotFoundError,
     ReaderNotInGroupError,
+    InvalidStreamCutError,
     ReinitializationRequiredError,
     SegmentNotFoundError,
     StoreClosedError,
@@ -56,6 +57,7 @@ from ..errors import (
 )
 from ..events import EventRead
 from ..frames import FrameParser
+from ..journalrange import JournalRange, plan_range
 from ..segsource import SegmentSource, deadline_of
 from ..serializers import resolve
 from ..watermarks import TimeWindow
@@ -73,7 +75,7 @@ from .state import (
 if TYPE_CHECKING:
     from ..engine import Engine
 
-__all__ = ["GroupReader", "chunk_context", "make_context", "marker_of", "make_marker"]
+__all__ = ["GroupReader", "chunk_context", "make_context", "marker_of", "make_marker", "range_of"]
 
 _new = tuple.__new__
 _NS = 1_000_000_000
@@ -116,6 +118,13 @@ class _MarkerContext(tuple):
     pass
 
 
+class _RangeEvent(EventRead):
+    """A chunk handed out as a journal range, for a proxy whose client reads the bytes itself:
+    ``(None, None, segment id, start, stop - start, context, JournalRange)``."""
+
+    __slots__ = ()
+
+
 class GroupReader:
     """A reader of a reader group. Create it with ``group.create_reader(reader_id)``.
 
@@ -145,6 +154,7 @@ class GroupReader:
         self.live: dict[str, int] = {}  # fetch position per segment, for lag figures
         self._gen = -1
         self._unsynced = False
+        self._plan_bytes = 0  # > 0: chunks are handed out as journal ranges (read_batch)
 
     # ------------------------------------------------------------------ joining
     def _join(self) -> None:
@@ -238,16 +248,23 @@ class GroupReader:
                 pass
         return self._slow(timeout)
 
-    def read_batch(self, timeout: float | None, max_events: int, max_bytes: int) -> list[EventRead]:
+    def read_batch(self, timeout: float | None, max_events: int, max_bytes: int, *,
+                   ranges: bool = False) -> list[EventRead]:
         """``read_next_event(timeout)`` and then up to ``max_events`` events in all (about
         ``max_bytes`` of frames) of the chunk it came from, for a proxy that hands them out
         later: the group protocol (checkpoints, balancing) runs at the next call, when the
-        proxy's caller has taken them all. A marker comes alone. Empty when nothing came."""
-        first = self.read_next_event(timeout)
+        proxy's caller has taken them all. A marker comes alone. Empty when nothing came.
+        With ``ranges`` a chunk the journal files hold comes alone as a journal range of about
+        ``max_bytes`` (``range_of``), for a proxy whose client reads it from the files."""
+        self._plan_bytes = max_bytes if ranges else 0
+        try:
+            first = self.read_next_event(timeout)
+        finally:
+            self._plan_bytes = 0
         if first is None:
             return []
         out = [first]
-        if first[0] is None and isinstance(first, _Marker):
+        if first[0] is None and isinstance(first, (_Marker, _RangeEvent)):
             return out
         size = first[4]
         with self._lock:  # close() takes the buffered chunk away under this lock
@@ -259,6 +276,37 @@ class GroupReader:
                 out.append(ev)
                 size += ev[4]
         return out
+
+    def _source(self, k: str) -> SegmentSource:
+        o = self._owned.get(k)
+        if o is not None:
+            return o[0]
+        skey, sid = split_seg_key(k)
+        st = self._engine.streams.get(skey)
+        seg = None if st is None else st.segments.get(sid)
+        if seg is None:
+            raise SegmentNotFoundError(f"reader group {self.group_name!r}: no segment {k}")
+        return SegmentSource(self._engine, seg)
+
+    def reread(self, k: str, ctx: Any, start: int, stop: int, max_bytes: int) -> list[EventRead]:
+        """The events of segment ``k`` from ``start`` towards ``stop`` (about ``max_bytes``),
+        with the chunk context ``ctx`` of the journal range that held them: for a proxy whose
+        client could not read that range from the files (reclaimed since: tier 2 has it)."""
+        src = self._source(k)
+        out: list[EventRead] = []
+        at = start
+        while at < stop and at - start < max_bytes:
+            evs, at = src.read_events(at, stop, ctx, self._ser, FrameParser(4096), f"read of {src.seg.name}")
+            out.extend(evs)
+        return out
+
+    def is_boundary(self, k: str, offset: int) -> bool:
+        """Whether ``offset`` starts an event (or ends the data) in segment ``k``."""
+        try:
+            self._source(k).check_boundary(offset, f"reader {self.reader_id!r}")
+        except (InvalidStreamCutError, SegmentNotFoundError, TruncatedDataError):
+            return False
+        return True
 
     def _fail(self, exc: BaseException) -> None:
         self._closed = True
@@ -335,8 +383,12 @@ class GroupReader:
             ctx.key = k  # type: ignore[attr-defined]
             ctx.base = {key: ob[2] for key, ob in self._owned.items()}  # type: ignore[attr-defined]
             try:
-                evs, stop = src.read_events(pos, min(limit, visible), ctx, self._ser,
-                                            self._frames, f"read of {seg.name}")
+                rng = plan_range(src, pos, min(limit, visible), self._plan_bytes) if self._plan_bytes else None
+                if rng is None:
+                    evs, stop = src.read_events(pos, min(limit, visible), ctx, self._ser,
+                                                self._frames, f"read of {seg.name}")
+                else:
+                    evs, stop = [_new(_RangeEvent, (None, None, seg.segment_id, pos, rng.stop - pos, ctx, rng))], rng.stop
             except TruncatedDataError:
                 o[2] = max(o[2], st.head.get(seg.segment_id, 0))  # go on from the head next time
                 raise
@@ -622,6 +674,11 @@ def marker_of(ev: EventRead) -> tuple[str | None, Position] | None:
     if not isinstance(ev, _Marker):
         return None
     return ev[6], ev[5].position
+
+
+def range_of(ev: EventRead) -> JournalRange | None:
+    """Of what ``read_batch(..., ranges=True)`` returned: its journal range, else None."""
+    return ev[6] if isinstance(ev, _RangeEvent) else None
 
 
 def make_marker(name: str | None, position: Position) -> EventRead:

@@ -50,6 +50,7 @@ class Connection:
 
     def __init__(self, path: str, timeout: float = 10.0, tcp: TcpTarget | None = None) -> None:
         self.path = path
+        self.local = tcp is None  # ``path`` is the store's directory on this machine
         sock = _connect_tcp(tcp, timeout, path) if tcp is not None else _connect_unix(path, timeout)
         self._fs = FramedSocket(sock, f"the owner of store {path}")
         self._lock = threading.Lock()

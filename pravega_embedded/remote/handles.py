@@ -16,6 +16,10 @@ Invariants:
   3. A transaction's events go to the owner as WRITE frames without waiting; ``flush``,
      ``commit`` and every other call come after them on the same connection and raise a
      failure of any of them.
+  4. A group reader on this machine (a unix socket) asks for journal ranges: the owner hands
+     out where a chunk lies in the journal files (``journalrange``) and the reader reads and
+     parses it itself, so catch-up reads cost the owner one call per range, not work per
+     event. A range whose file was reclaimed since is asked of the owner (``reread``).
 
 Thread-safety: as the in-process handles (one thread reads a reader; the others may call
 ``close``); every call is one exchange under the connection's lock.
@@ -24,9 +28,10 @@ Thread-safety: as the in-process handles (one thread reads a reader; the others 
 from __future__ import annotations
 
 import io
+import os
 import threading
 import uuid
-from collections import deque
+from itertools import chain
 from collections.abc import Iterable, Iterator, Mapping
 from typing import TYPE_CHECKING, Callable
 
@@ -37,9 +42,11 @@ from ..errors import (
     ProtocolError,
     ReaderClosedError,
     SerializationError,
+    StorageError,
     WriterClosedError,
 )
 from ..events import EventRead
+from ..journalrange import JournalRange, RangeFiles, RangeGone
 from ..readergroup.config import Checkpoint, Position, ReaderGroupConfig, SegmentDistribution
 from ..readergroup.reader import make_context, make_marker
 from ..serializers import Serializer
@@ -264,8 +271,10 @@ class RemoteGroupReader(_Owned):
         self.reader_id = str(handle.info["reader_id"])
         self.group_name = str(handle.info["group_name"])
         self._ser = serializer
-        self._buf: deque[EventRead] = deque()
+        self._it: Iterator[EventRead] = iter(())  # the batch being handed out
         self._lock = threading.RLock()
+        # invariant 4: on this machine the journal ranges the owner hands out are read here
+        self._files = RangeFiles(os.path.join(conn.path, "journal")) if conn.local else None
 
     def _closed_error(self) -> Exception:
         return ReaderClosedError(f"reader {self.reader_id!r} of group {self.group_name!r} is closed")
@@ -273,30 +282,43 @@ class RemoteGroupReader(_Owned):
     def read_next_event(self, timeout: float | None = None) -> EventRead | None:
         """The next event or marker, or None when ``timeout`` passes without one. An event
         whose payload does not deserialize raises and stays first (as in process)."""
+        try:
+            ev = next(self._it)  # the batch being handed out: no lock (see _unreturned)
+        except StopIteration:
+            ev = self._next_slow(timeout)
+        if ev is None or self._ser is None or ev[0] is None:
+            return ev
+        try:
+            return EventRead.make(self._ser.deserialize(ev[0]), *ev[1:6])
+        except BaseException:
+            self._it = chain((ev,), self._it)
+            raise
+
+    def _next_slow(self, timeout: float | None) -> EventRead | None:
         with self._lock:
             if self._closed:
                 raise self._closed_error()
-            if not self._buf:
-                try:
-                    body = self._conn.read(self._h, "read", timeout, READ_BATCH)
-                except ConnectionLostError:
-                    if self._closed:  # close() in another thread ended this read
-                        raise self._closed_error() from None
-                    raise
-                self._buf.extend(self._events(body.events, body.meta))
-            if not self._buf:
-                return None
-            ev = self._buf[0]
-            if self._ser is not None and ev[0] is not None:
-                ev = EventRead.make(self._ser.deserialize(ev[0]), *ev[1:6])
-            self._buf.popleft()
-            return ev
+            ev = next(self._it, None)  # _unreturned may have put the batch back meanwhile
+            if ev is not None:
+                return ev
+            try:
+                body = self._conn.read(self._h, "read", timeout, READ_BATCH, self._files is not None)
+            except ConnectionLostError:
+                if self._closed:  # close() in another thread ended this read
+                    if self._files is not None:
+                        self._files.close()
+                    raise self._closed_error() from None
+                raise
+            self._it = iter(self._events(body.events, body.meta))
+            return next(self._it, None)
 
-    def _events(self, events: list[WireEvent], meta: bytes | None) -> list[EventRead]:
+    def _events(self, events: list[WireEvent], meta: bytes | None) -> Iterable[EventRead]:
         m = loads(meta) if meta is not None else None
         if not isinstance(m, dict):
             raise ProtocolError("a group reader's EVENTS has no contexts")
         contexts = [make_context((s, t), k, base) for s, t, k, base in m["ctx"]]  # type: ignore[union-attr]
+        if m.get("range") is not None:
+            return self._range_events(m, contexts)
         out: list[EventRead] = []
         if m.get("large") is not None and len(events) == 1:  # type: ignore[union-attr]
             events = [with_large(self._conn, self._h, events[0], meta)]  # type: ignore[arg-type]
@@ -316,9 +338,39 @@ class RemoteGroupReader(_Owned):
             out.append(make_marker(marker["name"], Position.of(marker["position"])))
         return out
 
-    def _unreturned(self) -> dict[str, int]:
+    def _range_events(self, m: dict[str, object], contexts: list[tuple[str, str]]) -> Iterable[EventRead]:
+        """Invariant 4: the events of a journal range, read from the files; those of a file
+        reclaimed since are asked of the owner (it reads them from tier 2)."""
+        rng = JournalRange.from_json(m["range"])
+        seg = m.get("seg")
+        if type(seg) is not int or len(contexts) != 1 or self._files is None:
+            raise ProtocolError("a journal range comes with its segment and one context, to a local reader")
+        try:
+            return self._files.events(rng, seg, contexts[0])
+        except (RangeGone, StorageError):
+            pass
+        out: list[EventRead] = []
+        at = rng.start
+        while at < rng.stop:
+            body = self._conn.read(self._h, "reread", at)
+            again = loads(body.meta) if body.meta is not None else None
+            if not isinstance(again, dict) or again.get("range") is not None:
+                raise ProtocolError("the owner answered a reread with another range")
+            evs = list(self._events(body.events, body.meta))
+            if not evs or evs[0][3] != at:
+                raise ProtocolError("the owner answered a reread with other events")
+            out.extend(evs)
+            at = evs[-1][3] + evs[-1][4]
+        return out
+
+    def _unreturned(self, *, take: bool = False) -> dict[str, int]:
+        """Per segment, the offset of the first event of the batch not handed out (under the
+        lock). The batch is taken out of its iterator whole and put back (with ``take``: not):
+        an event the reading thread takes meanwhile was handed out, so it is not counted."""
+        pending = list(self._it)
+        self._it = iter(() if take else pending)
         first: dict[str, int] = {}
-        for ev in self._buf:
+        for ev in pending:
             if ev[0] is not None or not (ev.is_checkpoint or ev.is_read_completed):
                 first.setdefault(ev[5].key, ev[3])  # type: ignore[attr-defined]
         return first
@@ -348,8 +400,10 @@ class RemoteGroupReader(_Owned):
                 self._forget(self)
             return
         try:
-            self._close("close_before", self._unreturned())
+            self._close("close_before", self._unreturned(take=True))
         finally:
+            if self._files is not None:
+                self._files.close()
             self._lock.release()
 
     def __iter__(self) -> Iterator[EventRead]:

@@ -277,7 +277,8 @@ class OwnerServer:
                 return None
             session = self._conns[fs] = Session(self.store, fs.what,
                                                 lambda: self._closed or fs.closed or fs.readable(),
-                                                self.store.reader_timeout, grants)
+                                                self.store.reader_timeout, grants,
+                                                local=self._path is not None)
         fs.send(Kind.WELCOME, header.request, encode_welcome(VERSION, self._info))
         return session
 
@@ -333,10 +334,13 @@ class OwnerServer:
                 or not all(isinstance(k, str) for k in kwargs):
             raise ProtocolError("a CALL's handle is an int, its args a list, its kwargs a map")
         if method == "read" and handle:
-            timeout, max_events = (list(args) + [None, 1])[:2]
-            if not isinstance(max_events, int):
-                raise InvalidConfigurationError("read takes (timeout, max_events)")
-            fs.send(Kind.EVENTS, request, self._read(fs, session, handle, timeout, max_events))
+            timeout, max_events, ranges = (list(args) + [None, 1, False][len(args):])[:3]
+            if not isinstance(max_events, int) or not isinstance(ranges, bool):
+                raise InvalidConfigurationError("read takes (timeout, max_events, ranges)")
+            fs.send(Kind.EVENTS, request, self._read(fs, session, handle, timeout, max_events, ranges))
+        elif method == "reread" and handle:
+            events, end, meta = session.reread(handle, args[0] if args else None)
+            fs.send(Kind.EVENTS, request, encode_events(events, end, meta))
         elif method == "fetch_event" and handle == 0:
             events, meta = session.fetch(args[0] if args else None)
             fs.send(Kind.EVENTS, request, encode_events(events, False, meta))
@@ -351,14 +355,14 @@ class OwnerServer:
             fs.send(Kind.RESULT, request, dumps(session.call(handle, method, args, kwargs)))
 
     def _read(self, fs: FramedSocket, session: Session, handle: int, timeout: object,
-              max_events: int) -> bytes:
+              max_events: int, ranges: bool) -> bytes:
         """A read that may wait: it waits in steps, and gives up when its client is gone."""
         if timeout is not None and (isinstance(timeout, bool) or not isinstance(timeout, (int, float))):
             raise InvalidConfigurationError(f"a read timeout is seconds or None, got {timeout!r}")
         deadline = None if timeout is None else time.monotonic() + max(0.0, float(timeout))
         while True:
             left = POLL_S if deadline is None else max(0.0, deadline - time.monotonic())
-            events, end, meta = session.read(handle, min(POLL_S, left), max_events)
+            events, end, meta = session.read(handle, min(POLL_S, left), max_events, ranges)
             if events or end or meta is not None and meta != _NO_META or \
                     (deadline is not None and time.monotonic() >= deadline):
                 return encode_events(events, end, meta)

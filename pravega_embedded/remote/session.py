@@ -30,7 +30,12 @@ Invariants:
      and then ``write_large(key, sequence)``; one at a time per connection, up to the
      store's ``large_event_limit`` and an owner-wide budget of twice that, else refused whole.
   8. ``close_before`` and ``position_before`` of a group reader count only offsets of events
-     in the last batch sent on it: a client cannot move a position anywhere else.
+     in the last batch sent on it: a client cannot move a position anywhere else (in a
+     journal range: an event boundary inside it, checked in the segment).
+  9. A client on this machine (unix socket) that asks for them gets a group reader's chunks
+     of journal data as journal ranges (``journalrange``): where the bytes lie, not the
+     events; it reads the files itself. The range is the batch (invariant 6); ``reread``
+     answers its events from the owner for a client that could not read the files.
 
 Thread-safety: a session is driven by its connection's thread; ``close`` may come from the
 server's closing thread as well (it only closes handles, which are thread-safe).
@@ -57,7 +62,7 @@ from ..errors import (
 from ..events import EventPointer, EventRead
 from ..reader import EventStreamReader, Slice
 from ..readergroup.group import ReaderGroup
-from ..readergroup.reader import GroupReader, chunk_context, marker_of
+from ..readergroup.reader import GroupReader, chunk_context, marker_of, range_of
 from ..readergroup.state import CheckpointFuture
 from ..transactions import Transaction, TransactionalEventStreamWriter
 from ..watch import SegmentWatcher
@@ -120,6 +125,7 @@ READABLE = (EventStreamReader, GroupReader, Slice)  # handles a read (EVENTS) is
 _POLLED = {("checkpoint", "result"), ("watcher", "get")}  # calls that wait: in steps (_poll)
 READ_MAX_EVENTS = 4096  # the most events one read answer carries ...
 READ_MAX_BYTES = 4 << 20  # ... and about the most payload bytes
+RANGE_MAX_BYTES = 4 << 20  # about the most bytes of one journal range (invariant 9)
 ARROW_PART = 8 << 20  # about the most bytes of one ARROW answer
 BYTES_PART = 8 << 20  # the most bytes of one BYTES answer (a byte stream read)
 HANDLES_MAX = 1024  # handles one connection may hold open
@@ -133,9 +139,11 @@ class Session:
     client has gone away (or the server is closing) while a call waits for it."""
 
     def __init__(self, store: "Store", peer: str, gone: Callable[[], bool],
-                 reader_timeout: float = READER_TIMEOUT_S, grants: Grants = FULL) -> None:
+                 reader_timeout: float = READER_TIMEOUT_S, grants: Grants = FULL,
+                 local: bool = False) -> None:
         self.store = store
         self.peer = peer
+        self.local = local  # a client on this machine (unix socket): it may read journal files
         self.grants = grants
         self.auth = Authorizer(store, grants)
         self._gone = gone
@@ -144,9 +152,10 @@ class Session:
         self._held: dict[int, deque[EventRead | PravegaEmbeddedError]] = {}  # invariant 5
         self._iters: dict[int, Iterator[EventRead] | None] = {}  # a slice's events (None: done)
         self._arrows: dict[int, _ArrowParts] = {}  # a slice's Arrow batches, made as sent
-        self._batches: dict[int, dict[str, set[int]]] = {}  # a group reader's last batch's offsets
+        self._batches: dict[int, dict[str, "set[int] | _Span"]] = {}  # a group reader's last batch
         self._large_out: dict[int, bytes] = {}  # a large event being read, by handle (0: fetch)
         self._large_in: dict[int, bytearray | None] = {}  # a large event being written (None: refused)
+        self._ranges: dict[int, tuple[EventRead, str]] = {}  # a group reader's last journal range
         self._next = 1
         self._lock = threading.Lock()
         self.closed = False
@@ -241,14 +250,18 @@ class Session:
         return [wire], (dumps({"large": len(self._large_out[0])}) if not wire.event and 0 in self._large_out else None)
 
     # ------------------------------------------------------------------ reads
-    def read(self, handle: int, timeout: float, max_events: int) -> tuple[list[WireEvent], bool, bytes | None]:
+    def read(self, handle: int, timeout: float, max_events: int,
+             ranges: bool = False) -> tuple[list[WireEvent], bool, bytes | None]:
         """Up to ``max_events`` events of a reader, group reader or slice: the first waits up
         to ``timeout``, the rest are what is there already; whether it has read everything to
-        its end; and the JSON section of a group reader's answer (invariants 5 and 6)."""
+        its end; and the JSON section of a group reader's answer (invariants 5, 6 and 9)."""
         obj = self._get(handle)
         if not isinstance(obj, READABLE):
             raise InvalidConfigurationError(f"handle {handle} is not a reader")
-        pending = self._held.pop(handle, None) or self._take(handle, obj, timeout, max_events)
+        pending = self._held.pop(handle, None) or self._take(handle, obj, timeout, max_events,
+                                                              ranges and self.local)
+        if pending and range_of(pending[0]) is not None:
+            return [], False, self._range(handle, obj, pending.popleft())
         limit = max(1, min(max_events, READ_MAX_EVENTS))
         out: list[EventRead] = []
         size = 0
@@ -330,11 +343,44 @@ class Session:
             raise InvalidConfigurationError("write_large takes (routing key or None, sequence)")
         return w.write_event(bytes(data), key, sequence=sequence)  # type: ignore[arg-type]
 
-    def _take(self, handle: int, obj: object, timeout: float, max_events: int
+    def _range(self, handle: int, obj: object, ev: EventRead) -> bytes:
+        """Invariant 9: the JSON section answering a group read with a journal range."""
+        rng = range_of(ev)
+        described = chunk_context(ev)
+        assert rng is not None and described is not None and isinstance(obj, GroupReader)
+        names, key, base = described
+        self._batches[handle] = {key: _Span(obj, key, rng.start, rng.stop)}
+        self._ranges[handle] = (ev, key)
+        return dumps({"ctx": [[names[0], names[1], key, dict(base)]], "runs": [], "marker": None,
+                      "seg": ev[2], "range": rng.to_json()})
+
+    def reread(self, handle: int, start: object) -> tuple[list[WireEvent], bool, bytes | None]:
+        """The events of the last journal range sent on ``handle`` from ``start`` (one of them,
+        or its beginning) as an ordinary answer: for a client that could not read the files
+        (reclaimed meanwhile: the owner reads tier 2)."""
+        obj = self._get(handle)
+        got = self._ranges.get(handle)
+        if got is None or not isinstance(obj, GroupReader):
+            raise InvalidConfigurationError(f"handle {handle} has no journal range to read again")
+        ev, key = got
+        rng = range_of(ev)
+        assert rng is not None
+        if type(start) is not int or not rng.start <= start < rng.stop:
+            raise InvalidConfigurationError(f"{start!r} is not in the range [{rng.start}, {rng.stop})")
+        if not self._batches.get(handle, {}).get(key, _Span(obj, key, 0, 0)).__contains__(start):
+            raise InvalidConfigurationError(f"{start} is not an event boundary of the range")
+        evs = obj.reread(key, ev[5], start, rng.stop, READ_MAX_BYTES)
+        wire = [self._wire_event(handle, e) for e in evs]
+        large = handle in self._large_out and len(wire) == 1 and not wire[0].event
+        extra = {"large": len(self._large_out[handle])} if large else {}
+        return wire, False, _group_meta(evs, extra)
+
+    def _take(self, handle: int, obj: object, timeout: float, max_events: int, ranges: bool = False
               ) -> deque[EventRead | PravegaEmbeddedError]:
         limit = max(1, min(max_events, READ_MAX_EVENTS))
         if isinstance(obj, GroupReader):
-            return deque(obj.read_batch(timeout, limit, READ_MAX_BYTES))
+            return deque(obj.read_batch(timeout, limit, RANGE_MAX_BYTES if ranges else READ_MAX_BYTES,
+                                        ranges=ranges))
         taken: deque[EventRead | PravegaEmbeddedError] = deque()
         if isinstance(obj, Slice):
             it = self._iters[handle] if handle in self._iters else iter(obj)
@@ -490,6 +536,7 @@ class Session:
             self._arrows.pop(handle, None)
             self._large_out.pop(handle, None)
             self._batches.pop(handle, None)
+            self._ranges.pop(handle, None)
             data = self._large_in.pop(handle, None)
             _LARGE_IN.release(0 if data is None else len(data))
         if isinstance(obj, GroupReader):
@@ -510,6 +557,7 @@ class Session:
             self._arrows.clear()
             self._large_out.clear()
             self._batches.clear()
+            self._ranges.clear()
             for data in self._large_in.values():
                 _LARGE_IN.release(0 if data is None else len(data))
             self._large_in.clear()
@@ -586,6 +634,20 @@ def _group_meta(events: list[EventRead], extra: dict[str, object]) -> bytes:
         else:
             runs.append([1, i])
     return dumps({"ctx": contexts, "runs": runs, "marker": marker, **extra})
+
+
+class _Span:
+    """The offsets a client may name in a journal range it was sent (invariant 8): its event
+    boundaries in [start, stop), checked in the owner's segment when named."""
+
+    __slots__ = ("reader", "key", "start", "stop")
+
+    def __init__(self, reader: GroupReader, key: str, start: int, stop: int) -> None:
+        self.reader, self.key, self.start, self.stop = reader, key, start, stop
+
+    def __contains__(self, offset: object) -> bool:
+        return (type(offset) is int and self.start <= offset < self.stop
+                and self.reader.is_boundary(self.key, offset))
 
 
 def _close(obj: object) -> None:
