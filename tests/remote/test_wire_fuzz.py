@@ -146,3 +146,29 @@ def test_a_bug_in_the_owner_arrives_as_remote_error_and_unknown_types_as_protoco
     got = values.decode_error(json.dumps({"type": "SystemExit", "message": "x"}).encode())
     assert isinstance(got, errors.ProtocolError)
     assert isinstance(values.decode_error(b"\xff"), errors.ProtocolError)
+
+
+json_values = st.recursive(
+    st.one_of(st.none(), st.booleans(), st.integers(-2**70, 2**70), st.floats(allow_nan=False), st.text(max_size=10)),
+    lambda inner: st.one_of(st.lists(inner, max_size=6), st.dictionaries(st.sampled_from(["start", "stop", "p", "x"]), inner,
+                                                                         max_size=4)),
+    max_leaves=40)
+pieces = st.lists(st.lists(st.integers(-5, 2**40), min_size=5, max_size=5), min_size=1, max_size=8)
+
+
+@FUZZ
+@given(st.one_of(json_values, st.fixed_dictionaries({"start": st.integers(-5, 2**40), "stop": st.integers(-5, 2**40),
+                                                     "p": pieces})))
+def test_journal_ranges_from_the_wire_are_checked(value):
+    """A journal range (the JSON section of a group read, remote/session.py invariant 9):
+    accepted only whole and in bounds, else ProtocolError."""
+    from pravega_embedded.journalrange import MAX_PIECES, MAX_SECTION, JournalRange
+
+    try:
+        rng = JournalRange.from_json(json.loads(json.dumps(value)))
+    except errors.ProtocolError:
+        return
+    assert 0 <= rng.start <= rng.stop and 0 < len(rng.pieces) <= MAX_PIECES
+    assert sum(p.hi - p.lo for p in rng.pieces) == rng.stop - rng.start
+    assert all(0 <= p.lo < p.hi <= p.nbytes <= MAX_SECTION and p.pos > p.base for p in rng.pieces)
+    assert JournalRange.from_json(rng.to_json()) == rng
