@@ -43,7 +43,8 @@ from .errors import (
     WriterClosedError,
 )
 from .failstop import STREAMS_LOG
-from .frames import FRAME_HEADER_SIZE
+from ._native import ffi
+from .frames import FRAME_HEADER_SIZE, FrameParser
 from .largeevents import write_large
 from .routing import MAX_KEY_BYTES, encode_key, key_point, owner_index
 from .serializers import resolve
@@ -76,6 +77,16 @@ def _coerce(event: Any) -> bytes:
         f"event must be bytes-like (or create the writer with serializer='text' or 'json'), "
         f"not {type(event).__name__}"
     )
+
+
+def _ordered(frames: bytes, fp: FrameParser, start: int, n: int) -> list[tuple[str | None, bytes]]:
+    """Events ``start`` .. ``n`` of ``frames`` (parsed into ``fp``) as (key, event) in order."""
+    out: list[tuple[str | None, bytes]] = []
+    for fo, pl, kl in zip(fp.fo[start:n], fp.pl[start:n], fp.kl[start:n]):
+        s = fo + FRAME_HEADER_SIZE
+        e = s + max(kl, 0)
+        out.append((None if kl < 0 else frames[s:e].decode("utf-8", "surrogateescape"), frames[e:e + pl]))
+    return out
 
 
 def _bad_key(key: Any) -> InvalidRoutingKeyError:
@@ -145,6 +156,7 @@ class EventStreamWriter:
         self.linger = linger
         self.batch_bytes = batch_bytes
         self._lists: dict[Any, Any] = {}
+        self._frame_parser: FrameParser | None = None  # write_frames' (a client's batches)
         self._routes: dict[Any, tuple[Any, bytes | None]] = {}
         self._seq = last_seq
         self._submitted = last_seq
@@ -271,9 +283,53 @@ class EventStreamWriter:
                 g = groups[key] = []
             g.append(ev)
             nbytes += len(ev)
-        n = len(events)
+        return self._buffer_groups(first, len(events), nbytes, groups, lambda: events)
+
+    def write_frames(self, first: int, frames: bytes, count: int) -> int:
+        """``write_sequenced`` of ``count`` events given as journal frames in write order (a
+        client's WRITE, checked whole by ``remote.wire.parse_write``): grouped per key
+        straight from the frames, each key decoded once."""
+        if type(first) is not int or not 0 <= first <= (1 << 63) - count:
+            raise InvalidSequenceError(f"writer {self.writer_id!r} on {self.scope}/{self.stream}: "
+                                       f"sequences from {first!r} are out of range")
+        fp = self._frame_parser
+        if fp is None or fp.cap < count:
+            fp = self._frame_parser = FrameParser(max(count, 1024))
+        n, consumed = fp.parse(ffi.from_buffer(frames), len(frames), f"a batch for writer {self.writer_id!r}")
+        if n != count or consumed != len(frames):
+            raise InvalidConfigurationError(f"a batch of {count} frames for writer {self.writer_id!r} is damaged")
+        skip = max(0, min(self._seq + 1 - first, n))
+        if skip:  # a resend: what is at or below the last sequence is dropped
+            self.duplicates_dropped += skip
+            first += skip
+        if skip == n:
+            return self._seq
+        raw: dict[bytes | None, list[bytes]] = {}
+        for fo, pl, kl in zip(fp.fo[skip:n], fp.pl[skip:n], fp.kl[skip:n]):
+            s = fo + FRAME_HEADER_SIZE
+            if kl < 0:
+                key, e = None, s
+            else:
+                e = s + kl
+                key = frames[s:e]
+            g = raw.get(key)
+            if g is None:
+                g = raw[key] = []
+            g.append(frames[e:e + pl])
+        groups: dict[str | None, list[bytes]] = {}
+        for kb, evs in raw.items():
+            key = None if kb is None else kb.decode("utf-8", "surrogateescape")
+            encode_key(key)  # every key is checked before anything is buffered
+            groups[key] = evs
+        ordered = lambda: _ordered(frames, fp, skip, n)  # noqa: E731 - only if too big for one record
+        return self._buffer_groups(first, n - skip, sum(fp.pl[skip:n]), groups, ordered)
+
+    def _buffer_groups(self, first: int, n: int, nbytes: int, groups: dict[str | None, list[bytes]],
+                       ordered: Callable[[], list[tuple[str | None, bytes]]]) -> int:
+        """Buffer ``n`` events grouped per key (``nbytes`` of payload) numbered from
+        ``first``; ``ordered()`` gives them in write order if they must go event by event."""
         if n > MAX_PENDING_EVENTS or nbytes + n * (FRAME_HEADER_SIZE + MAX_KEY_BYTES) > MAX_BATCH_BYTES:
-            for i, (key, ev) in enumerate(events):  # too big for one record: event by event
+            for i, (key, ev) in enumerate(ordered()):  # too big for one record: event by event
                 self._write_explicit(ev, key, first + i)
             return self._seq
         if self._pending_n and (self._nbytes + nbytes + n * (FRAME_HEADER_SIZE + MAX_KEY_BYTES) > MAX_BATCH_BYTES

@@ -28,6 +28,7 @@ request and answer; a writer's lock for its buffer).
 from __future__ import annotations
 
 import os
+import struct
 import threading
 import time
 from collections import deque
@@ -59,7 +60,7 @@ from .handles import (
     RemoteTransactionalWriter,
 )
 from .values import Handle
-from .wire import Kind, WireEvent, encode_write
+from .wire import Kind, WireEvent, encode_write, encode_write_parts, key_part
 
 if TYPE_CHECKING:
     from ..background import StoreStatus
@@ -82,7 +83,9 @@ READ_BATCH = 1024  # events a reader asks for at once
 KEY_CACHE = 4096  # routing keys a writer keeps encoded
 WRITE_MAX = 16 << 20  # a writer sends its buffer before it takes more than this in a WRITE
 ATOMIC_MAX = 64 << 20  # the largest write_events batch from a client (under wire.FRAME_MAX)
-EVENT_OVERHEAD = 8  # a WRITE's bytes per event besides key and payload
+EVENT_OVERHEAD = 6  # a WRITE's bytes per event besides key and payload (a frame header)
+_PARTS_MAX = 3 * MAX_PENDING_EVENTS  # a batch's parts: three per event
+_U32 = struct.Struct("<I").pack  # a frame's payload length
 UNACKED_MAX = 32 << 20  # a writer keeps this much sent but not known durable, then flushes
 LARGE_PART = 16 << 20  # a large event goes in BYTES frames of this size
 
@@ -354,8 +357,8 @@ class RemoteWriter:
         self.linger = linger
         self._forget = forget
         self._lock = threading.RLock()
-        self._buf: list[tuple[bytes | None, bytes]] = []
-        self._first = self._seq + 1  # the sequence of _buf[0]
+        self._buf: list[bytes] = []  # the batch as WRITE frames: per event its length, key part, bytes
+        self._first = self._seq + 1  # the sequence of the batch's first event
         self._nbytes = 0  # payload bytes in _buf (batch_bytes counts these, as in process)
         self._wire = 0  # the bytes _buf takes in a WRITE (kept under WRITE_MAX)
         self._unacked: deque[tuple[int, bytes, int]] = deque()  # (last sequence, body, kind) sent
@@ -365,7 +368,7 @@ class RemoteWriter:
         self._linger_thread: threading.Thread | None = None
         self._wake = threading.Condition(self._lock)
         self.duplicates_dropped = 0
-        self._keys: dict[str | None, bytes | None] = {None: None}
+        self._keys: dict[str | None, tuple[bytes, int]] = {None: (key_part(None), EVENT_OVERHEAD)}
 
     def _event(self, event: object) -> bytes:
         if self._ser is not None:
@@ -381,15 +384,19 @@ class RemoteWriter:
 
     def write_event(self, event: object, routing_key: str | None = None, *, sequence: int | None = None) -> int:
         """Buffer one event; return its sequence number (``EventStreamWriter.write_event``)."""
-        ev = self._event(event)
+        ev = event if type(event) is bytes and self._ser is None else self._event(event)
         try:
-            kb = self._keys[routing_key]
+            kpart, over = self._keys[routing_key]
         except (KeyError, TypeError):
-            kb = self._key(routing_key)
-        if len(ev) > MAX_EVENT_SIZE:
+            kpart, over = self._key(routing_key)
+        n = len(ev)
+        if n > MAX_EVENT_SIZE:
             return self._write_large(ev, routing_key, sequence)
-        with self._lock:
-            self._check()
+        lock = self._lock
+        lock.acquire()  # not ``with``: half the cost on this hot path
+        try:
+            if self._closed:
+                self._check()
             if sequence is not None:
                 if type(sequence) is not int or not 0 <= sequence < (1 << 63):
                     raise InvalidSequenceError(
@@ -404,14 +411,17 @@ class RemoteWriter:
                 self._seq = sequence
             else:
                 self._seq += 1
-            self._buf.append((kb, ev))
-            self._nbytes += len(ev)
-            self._wire += len(ev) + (len(kb) if kb else 0) + EVENT_OVERHEAD
-            if self._nbytes >= self.batch_bytes or self._wire >= WRITE_MAX or len(self._buf) >= MAX_PENDING_EVENTS:
+            buf = self._buf
+            buf += (_U32(n), kpart, ev)
+            self._nbytes += n
+            self._wire += n + over
+            if self._nbytes >= self.batch_bytes or self._wire >= WRITE_MAX or len(buf) >= _PARTS_MAX:
                 self._send()
-            elif len(self._buf) == 1 and self.linger > 0:
+            elif self.linger > 0 and len(buf) == 3:
                 self._linger()
             return self._seq
+        finally:
+            lock.release()
 
     def _write_large(self, ev: bytes, routing_key: str | None, sequence: int | None) -> int:
         """A large event (over MAX_EVENT_SIZE): what was written before is made durable, the
@@ -443,11 +453,14 @@ class RemoteWriter:
             self._flush_owner(None)
             return seq
 
-    def _key(self, key: object) -> bytes | None:
+    def _key(self, key: object) -> tuple[bytes, int]:
+        """The key's part of a frame (its length and UTF-8 bytes) and the bytes an event takes
+        in a WRITE besides its payload."""
         kb = encode_key(key)  # InvalidRoutingKeyError for a key that is not one
+        got = (key_part(kb), EVENT_OVERHEAD + (len(kb) if kb else 0))
         if len(self._keys) < KEY_CACHE:
-            self._keys[key] = kb  # type: ignore[index]
-        return kb
+            self._keys[key] = got  # type: ignore[index]
+        return got
 
     def write_events(self, events: "Iterable[object]", routing_key: str | None = None) -> int:
         """Write ``events`` atomically (one journal record in the owner); the last sequence."""
@@ -491,7 +504,7 @@ class RemoteWriter:
             self._resend = False
         if not self._buf:
             return
-        body = encode_write(self._handle, self._first, self._buf)
+        body = encode_write_parts(self._handle, self._first, len(self._buf) // 3, self._buf)
         self._conn.write(body)  # a failure here ends the connection: the writer is dead
         self._sent(self._seq, body, Kind.WRITE)
         self._buf, self._nbytes, self._wire = [], 0, 0

@@ -449,20 +449,21 @@ class Session:
         ``write_events`` (a resend of it is dropped whole). To a transaction: its events."""
         w = self._get(batch.handle)
         if isinstance(w, Transaction):
-            for key, ev in batch.events:
+            for key, ev in batch.events():
                 w.write_event(ev, key)
             return
         if not isinstance(w, EventStreamWriter):
             raise InvalidConfigurationError(f"handle {batch.handle} is not a writer")
         if not atomic:
-            w.write_sequenced(batch.first, batch.events)
+            w.write_frames(batch.first, batch.frames, batch.count)
             return
-        keys = {key for key, _ in batch.events}
+        events = batch.events()
+        keys = {key for key, _ in events}
         if len(keys) != 1 or batch.first != w.last_sequence + 1:
             if len(keys) == 1 and batch.first <= w.last_sequence:
                 return  # a resend of a batch written before
             raise InvalidConfigurationError("an atomic WRITE has one routing key and follows the last sequence")
-        w.write_events([ev for _, ev in batch.events], keys.pop())
+        w.write_events([ev for _, ev in events], keys.pop())
 
     def write_bytes(self, handle: int, data: memoryview) -> None:
         """A BYTES write: appended to a byte stream (durable at its ``flush``), or to a

@@ -20,10 +20,14 @@ Thread-safety: pure functions and immutable values.
 from __future__ import annotations
 
 import struct
+import threading
 from dataclasses import dataclass
 from typing import NamedTuple
 
-from ..errors import ProtocolError
+from .._native import ffi
+from ..errors import PravegaEmbeddedError, ProtocolError
+from ..frames import FRAME_HEADER_SIZE, FrameParser
+from ..frames import NO_KEY as NO_KEY_LEN
 from ..routing import MAX_KEY_BYTES
 from ..writer import MAX_EVENT_SIZE, MAX_PENDING_EVENTS
 
@@ -36,7 +40,7 @@ __all__ = [
 ]
 
 MAGIC = b"PEW1"  # the first bytes of a HELLO body
-VERSION = 1  # the protocol version this code speaks (HELLO carries a range)
+VERSION = 2  # the protocol version this code speaks (HELLO carries a range); 2: WRITEs as frames
 HEADER = struct.Struct(">IBI")  # length, kind, request id
 HEADER_SIZE = HEADER.size  # 9
 LENGTH_MIN = HEADER_SIZE - 4  # kind + request id
@@ -47,7 +51,11 @@ WELCOME_MAX = 4096
 
 _HELLO = struct.Struct(">4sHHH")  # magic, min version, max version, token length
 _WELCOME = struct.Struct(">HH")  # version, info length
-_WRITE = struct.Struct(">IQI")  # writer handle, first sequence, count
+_WRITE = struct.Struct(">IQI")  # writer handle, first sequence, count; then journal frames
+_FRAME = struct.Struct("<IH")  # a journal frame's header: payload length, key length (frames.c)
+_KEYLEN = struct.Struct("<H")
+FRAME_NO_KEY = NO_KEY_LEN
+WRITE_HEADER_SIZE = _WRITE.size  # a WRITE's frames start here
 _KEY = struct.Struct(">i")  # key length, -1: no key
 _LEN = struct.Struct(">I")
 _EVENTS = struct.Struct(">IB")  # count, flags
@@ -194,41 +202,86 @@ def _take_payload(body: memoryview, pos: int) -> tuple[bytes, int]:
     return bytes(body[pos:pos + n]), pos + n
 
 
-class WriteBatch(NamedTuple):
-    """A WRITE body: events of one writer handle, numbered ``first``, ``first + 1``, ..."""
+@dataclass(frozen=True, slots=True)
+class WriteBatch:
+    """A WRITE body: ``count`` events of one writer handle, numbered ``first``, ``first + 1``,
+    ..., as journal frames in write order (``frames``: checked whole by ``parse_write``)."""
 
     handle: int
     first: int
-    events: list[tuple[str | None, bytes]]  # (routing key, event) in write order
+    count: int
+    frames: bytes
+
+    def events(self) -> list[tuple[str | None, bytes]]:
+        """(routing key, event) in write order."""
+        fp = FrameParser(max(1, self.count))
+        n, _ = fp.parse(ffi.from_buffer(self.frames), len(self.frames), "a WRITE")
+        data = self.frames
+        out: list[tuple[str | None, bytes]] = []
+        for fo, pl, kl in zip(fp.fo[:n], fp.pl[:n], fp.kl[:n]):
+            s = fo + FRAME_HEADER_SIZE
+            e = s + max(kl, 0)
+            out.append((None if kl < 0 else data[s:e].decode("utf-8", "surrogateescape"), data[e:e + pl]))
+        return out
 
 
 def encode_write(handle: int, first: int, events: list[tuple[bytes | None, bytes]]) -> bytes:
     """``events``: (routing key as UTF-8 bytes, event) in write order."""
     out = [_WRITE.pack(handle, first, len(events))]
+    head = _FRAME.pack
     for key, ev in events:
-        _put_key(out, key)
-        out.append(_LEN.pack(len(ev)))
+        if key is None:
+            out.append(head(len(ev), FRAME_NO_KEY))
+        else:
+            out.append(head(len(ev), len(key)))
+            out.append(key)
         out.append(ev)
     return b"".join(out)
 
 
+def key_part(key: bytes | None) -> bytes:
+    """The part of a frame after its payload length: the key's length and bytes."""
+    return _KEYLEN.pack(FRAME_NO_KEY) if key is None else _KEYLEN.pack(len(key)) + key
+
+
+def encode_write_parts(handle: int, first: int, count: int, parts: list[bytes]) -> bytes:
+    """A WRITE of ``count`` events given as their frames' parts (``encode_write`` joined)."""
+    return _WRITE.pack(handle, first, count) + b"".join(parts)
+
+
 def parse_write(data: bytes | bytearray | memoryview) -> WriteBatch:
-    body = memoryview(data)
-    if len(body) < _WRITE.size:
-        raise ProtocolError(f"a WRITE is at least {_WRITE.size} bytes, got {len(body)}")
-    handle, first, count = _WRITE.unpack_from(body)
+    """A WRITE body, checked whole in C (frames.c) before any event is made: every frame
+    complete, keys within MAX_KEY_BYTES, events within MAX_EVENT_SIZE, nothing after them."""
+    if len(data) < _WRITE.size:
+        raise ProtocolError(f"a WRITE is at least {_WRITE.size} bytes, got {len(data)}")
+    handle, first, count = _WRITE.unpack_from(data)
     if count > MAX_PENDING_EVENTS or first + count > (1 << 63):
         raise ProtocolError(f"a WRITE of {count} events from sequence {first} is over the limits "
                             f"({MAX_PENDING_EVENTS} events, sequences under 2**63)")
-    pos = _WRITE.size
-    events: list[tuple[str | None, bytes]] = []
-    for _ in range(count):
-        kb, pos = _take_key(body, pos)
-        ev, pos = _take_payload(body, pos)
-        events.append((None if kb is None else kb.decode("utf-8", "surrogateescape"), ev))
-    if pos != len(body):
-        raise ProtocolError(f"a WRITE has {len(body) - pos} bytes after its {count} events")
-    return WriteBatch(handle, first, events)
+    frames = bytes(memoryview(data)[_WRITE.size:])
+    fp = _write_parser()
+    try:
+        n, consumed = fp.parse(ffi.from_buffer(frames), len(frames), "a WRITE")
+    except PravegaEmbeddedError:
+        raise ProtocolError(f"a WRITE has a routing key over {MAX_KEY_BYTES} bytes") from None
+    if n != count or consumed != len(frames):
+        raise ProtocolError(f"a WRITE of {count} events does not fit its {len(frames)} bytes: "
+                            f"{n} whole events, {len(frames) - consumed} bytes left")
+    if n and max(fp.pl[:n]) > MAX_EVENT_SIZE:
+        raise ProtocolError(f"a WRITE has an event over the {MAX_EVENT_SIZE}-byte limit; events "
+                            "that large go as BYTES frames")
+    return WriteBatch(handle, first, count, frames)
+
+
+_PARSERS = threading.local()
+
+
+def _write_parser() -> FrameParser:
+    """This thread's frame parser for WRITE bodies (each connection has a thread)."""
+    fp = getattr(_PARSERS, "fp", None)
+    if fp is None:
+        fp = _PARSERS.fp = FrameParser(MAX_PENDING_EVENTS + 1)
+    return fp
 
 
 class WireEvent(NamedTuple):

@@ -36,15 +36,15 @@ def _all(store):
 
 
 def _fail_once(monkeypatch):
-    real = EventStreamWriter.write_sequenced
+    real = EventStreamWriter.write_frames
     state = {"armed": True}
 
-    def flaky(self, first, events):
+    def flaky(self, first, frames, count):
         if state["armed"]:
             state["armed"] = False
             raise errors.StorageFullError(28, "simulated: the disk is full")
-        return real(self, first, events)
-    monkeypatch.setattr(EventStreamWriter, "write_sequenced", flaky)
+        return real(self, first, frames, count)
+    monkeypatch.setattr(EventStreamWriter, "write_frames", flaky)
 
 
 @pytest.mark.parametrize("linger", [0.0, 0.05])
