@@ -19,7 +19,7 @@ from typing import Any
 
 from ._native import check, ffi, lib
 
-__all__ = ["FrameParser", "FRAME_HEADER_SIZE", "NO_KEY", "frame_length"]
+__all__ = ["FrameParser", "FRAME_HEADER_SIZE", "NO_KEY", "frame_length", "keyed_events"]
 
 FRAME_HEADER_SIZE = lib.PE_FRAME_HEADER_SIZE
 NO_KEY = lib.PE_NO_KEY
@@ -55,3 +55,14 @@ class FrameParser:
         if status != lib.PE_OK:
             check(status, what)
         return self.n[0], self.consumed[0]
+
+
+def keyed_events(data: bytes, fp: FrameParser, start: int, n: int) -> list[tuple[str | None, bytes]]:
+    """Frames ``start`` .. ``n`` of ``data`` (already parsed into ``fp``) as (routing key or
+    None, event bytes) in order."""
+    out: list[tuple[str | None, bytes]] = []
+    for fo, pl, kl in zip(fp.fo[start:n], fp.pl[start:n], fp.kl[start:n]):
+        s = fo + FRAME_HEADER_SIZE
+        e = s + max(kl, 0)
+        out.append((None if kl < 0 else data[s:e].decode("utf-8", "surrogateescape"), data[e:e + pl]))
+    return out

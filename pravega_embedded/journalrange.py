@@ -4,7 +4,7 @@ process on the machine reads the bytes itself (a client of a shared store, docs/
 Owns: ``JournalRange`` (a segment's offsets [start, stop) as pieces of journal sections),
 planning one in the owner (``plan_range``: from the segment index, no byte read), its JSON form
 on the wire, and reading one in the client (``RangeFiles``: the files opened by name, each
-section checked against its CRC as the owner's own reads do, the frames returned as one buffer).
+section checked against its CRC as the owner's own reads do, its events made a section at a time).
 
 Invariants:
   1. A planned range starts and ends at event boundaries: its start is the reader's position,
@@ -148,10 +148,6 @@ class RangeFiles:
         self.dir = journal_dir
         self._fds: dict[int, tuple[int, int]] = {}  # base -> (fd, format version)
         self._frames = FrameParser()
-
-    def read(self, rng: JournalRange) -> bytes:
-        """The frames of ``rng`` as one buffer (invariant 3)."""
-        return b"".join(self._pieces(rng))
 
     def events(self, rng: JournalRange, segment_id: int, names: Any) -> Iterator[EventRead]:
         """The events of ``rng`` (a range of segment ``segment_id``) as EventRead tuples whose

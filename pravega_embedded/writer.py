@@ -44,7 +44,7 @@ from .errors import (
 )
 from .failstop import STREAMS_LOG
 from ._native import ffi
-from .frames import FRAME_HEADER_SIZE, FrameParser
+from .frames import FRAME_HEADER_SIZE, FrameParser, keyed_events
 from .largeevents import write_large
 from .routing import MAX_KEY_BYTES, encode_key, key_point, owner_index
 from .serializers import resolve
@@ -77,16 +77,6 @@ def _coerce(event: Any) -> bytes:
         f"event must be bytes-like (or create the writer with serializer='text' or 'json'), "
         f"not {type(event).__name__}"
     )
-
-
-def _ordered(frames: bytes, fp: FrameParser, start: int, n: int) -> list[tuple[str | None, bytes]]:
-    """Events ``start`` .. ``n`` of ``frames`` (parsed into ``fp``) as (key, event) in order."""
-    out: list[tuple[str | None, bytes]] = []
-    for fo, pl, kl in zip(fp.fo[start:n], fp.pl[start:n], fp.kl[start:n]):
-        s = fo + FRAME_HEADER_SIZE
-        e = s + max(kl, 0)
-        out.append((None if kl < 0 else frames[s:e].decode("utf-8", "surrogateescape"), frames[e:e + pl]))
-    return out
 
 
 def _bad_key(key: Any) -> InvalidRoutingKeyError:
@@ -321,8 +311,8 @@ class EventStreamWriter:
             key = None if kb is None else kb.decode("utf-8", "surrogateescape")
             encode_key(key)  # every key is checked before anything is buffered
             groups[key] = evs
-        ordered = lambda: _ordered(frames, fp, skip, n)  # noqa: E731 - only if too big for one record
-        return self._buffer_groups(first, n - skip, sum(fp.pl[skip:n]), groups, ordered)
+        return self._buffer_groups(first, n - skip, sum(fp.pl[skip:n]), groups,
+                                   lambda: keyed_events(frames, fp, skip, n))  # only if too big for one record
 
     def _buffer_groups(self, first: int, n: int, nbytes: int, groups: dict[str | None, list[bytes]],
                        ordered: Callable[[], list[tuple[str | None, bytes]]]) -> int:

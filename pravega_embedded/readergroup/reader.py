@@ -296,7 +296,7 @@ class GroupReader:
         out: list[EventRead] = []
         at = start
         while at < stop and at - start < max_bytes:
-            evs, at = src.read_events(at, stop, ctx, self._ser, FrameParser(4096), f"read of {src.seg.name}")
+            evs, at = src.read_events(at, stop, ctx, self._ser, self._frames, f"read of {src.seg.name}")
             out.extend(evs)
         return out
 

@@ -367,7 +367,7 @@ class Session:
         assert rng is not None
         if type(start) is not int or not rng.start <= start < rng.stop:
             raise InvalidConfigurationError(f"{start!r} is not in the range [{rng.start}, {rng.stop})")
-        if not self._batches.get(handle, {}).get(key, _Span(obj, key, 0, 0)).__contains__(start):
+        if start not in self._batches.get(handle, {}).get(key, ()):
             raise InvalidConfigurationError(f"{start} is not an event boundary of the range")
         evs = obj.reread(key, ev[5], start, rng.stop, READ_MAX_BYTES)
         wire = [self._wire_event(handle, e) for e in evs]

@@ -26,7 +26,7 @@ from typing import NamedTuple
 
 from .._native import ffi
 from ..errors import PravegaEmbeddedError, ProtocolError
-from ..frames import FRAME_HEADER_SIZE, FrameParser
+from ..frames import FrameParser, keyed_events
 from ..frames import NO_KEY as NO_KEY_LEN
 from ..routing import MAX_KEY_BYTES
 from ..writer import MAX_EVENT_SIZE, MAX_PENDING_EVENTS
@@ -216,13 +216,7 @@ class WriteBatch:
         """(routing key, event) in write order."""
         fp = FrameParser(max(1, self.count))
         n, _ = fp.parse(ffi.from_buffer(self.frames), len(self.frames), "a WRITE")
-        data = self.frames
-        out: list[tuple[str | None, bytes]] = []
-        for fo, pl, kl in zip(fp.fo[:n], fp.pl[:n], fp.kl[:n]):
-            s = fo + FRAME_HEADER_SIZE
-            e = s + max(kl, 0)
-            out.append((None if kl < 0 else data[s:e].decode("utf-8", "surrogateescape"), data[e:e + pl]))
-        return out
+        return keyed_events(self.frames, fp, 0, n)
 
 
 def encode_write(handle: int, first: int, events: list[tuple[bytes | None, bytes]]) -> bytes:
