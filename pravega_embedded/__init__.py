@@ -53,7 +53,8 @@ from .readergroup import (
 from .segment import SegmentInfo
 from .serializers import BytesSerializer, JsonSerializer, TextSerializer
 from .store import Store, open_temporary
-from .stream import EpochInfo, SegmentRange, StreamInfo
+from .batch import SegmentRange
+from .stream import EpochInfo, SegmentWithRange, StreamInfo
 from .streamcut import StreamCut
 from .tiering import Tier2Slice, Tier2Store, Tier2StreamInfo, TieringStatus, open_tier2
 from .remote import RemoteReader, RemoteStore, RemoteWriter, TokenTable, connect, open, serve_tcp
@@ -93,6 +94,7 @@ __all__ = [
     "SegmentInfo",
     "EpochInfo",
     "SegmentRange",
+    "SegmentWithRange",
     "SegmentCountChange",
     "SegmentWatcher",
     "TimeWindow",

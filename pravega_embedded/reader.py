@@ -328,7 +328,8 @@ class Slice:
     """The events of one stream between two cuts, as a snapshot taken at creation."""
 
     def __init__(self, engine: "Engine", st: "StreamState", start: dict[int, int] | None,
-                 end: dict[int, int] | None, serializer: Any) -> None:
+                 end: dict[int, int] | None, serializer: Any, *, only: int | None = None) -> None:
+        """``only``: the slice of that one segment (``Store.read_segment_range``)."""
         self._st = st
         self._ser = resolve(serializer)
         journal, index = engine.journal, engine.index
@@ -344,6 +345,8 @@ class Slice:
             visible = index.visible_lengths(segs, journal.acked())
         self._ranges = []
         for sid in sorted(segs):  # ascending id: predecessors before successors
+            if only is not None and sid != only:
+                continue
             seg = segs[sid]
             src = SegmentSource(engine, seg)
             head = st.head.get(sid, 0)

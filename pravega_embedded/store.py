@@ -35,6 +35,7 @@ from typing import TYPE_CHECKING, Any, Callable, Protocol
 
 from .append import append_events
 from .background import Background, StoreStatus
+from .batch import SegmentRange, range_slice, segment_ranges, step_cut
 from .budget import LocalBudget
 from .bytestream import ByteStream
 from .config import DEFAULT_FILE_AGE_S, DEFAULT_FILE_BYTES, StreamConfiguration, TieringOptions
@@ -666,6 +667,29 @@ class Store:
         start_pos = resolve_cut(e, st, start, "read_slice start")
         end_pos = resolve_cut(e, st, end, "read_slice end")
         return Slice(e, st, start_pos, end_pos, serializer)
+
+    # ------------------------------------------------------------------ batch API
+    def get_segments(self, scope: str, stream: str, start: StreamCut | None = None,
+                     end: StreamCut | None = None) -> list[SegmentRange]:
+        """The slice between two cuts (default: head to the current tail) as one SegmentRange
+        per segment with events in it, predecessors first: independent units of work that
+        ``read_segment_range`` reads, in any process, in parallel (Pravega's BatchClient)."""
+        sl = self.read_slice(scope, stream, start, end)
+        return segment_ranges(scope, stream, sl.ranges)
+
+    def read_segment_range(self, rng: SegmentRange, *,
+                           serializer: Serializer | str | None = None) -> Slice:
+        """The events of one SegmentRange: iterate them, or ``.to_arrow()`` /
+        ``.arrow_batches()``. Its bounds must be event boundaries of the segment, the start
+        not before its head (TruncatedDataError) and the end within the segment."""
+        return range_slice(self._engine, rng, serializer)
+
+    def get_next_stream_cut(self, scope: str, stream: str, start: StreamCut | None,
+                            approx_bytes: int) -> StreamCut:
+        """The cut about ``approx_bytes`` of events after ``start`` (None: the head), on event
+        boundaries and within acknowledged data: bounded steps through a stream (successors
+        only once their predecessors are read). At the tail it returns ``start``'s position."""
+        return step_cut(self._engine, scope, stream, start, approx_bytes)
 
     def fetch_event(self, pointer: EventPointer, *, serializer: Serializer | str | None = None) -> EventRead:
         """Read the one event an EventPointer points to."""

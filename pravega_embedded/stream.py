@@ -31,11 +31,11 @@ from .segment import Segment, SegmentInfo
 from .streamcut import StreamCut, format_segment_id
 from .topology import frontier
 
-__all__ = ["StreamInfo", "StreamState", "EpochInfo", "SegmentRange"]
+__all__ = ["StreamInfo", "StreamState", "EpochInfo", "SegmentWithRange"]
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
-class SegmentRange:
+class SegmentWithRange:
     """One segment of an epoch: its id and key range [key_low, key_high)."""
 
     segment_id: int
@@ -49,7 +49,7 @@ class EpochInfo:
 
     epoch: int
     time_ns: int
-    segments: tuple[SegmentRange, ...]
+    segments: tuple[SegmentWithRange, ...]
 
     @property
     def segment_count(self) -> int:
@@ -198,7 +198,7 @@ class StreamState:
         segs = sorted(self.segments.values(), key=lambda s: s.low)
         for epoch, ns in self.epochs:
             members = tuple(
-                SegmentRange(segment_id=s.segment_id, key_low=s.low, key_high=s.high)
+                SegmentWithRange(segment_id=s.segment_id, key_low=s.low, key_high=s.high)
                 for s in segs
                 if (s.segment_id >> 32) <= epoch and (s.sealed_epoch is None or epoch < s.sealed_epoch)
             )

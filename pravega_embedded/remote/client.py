@@ -35,6 +35,7 @@ from collections import deque
 from collections.abc import Iterator
 from typing import TYPE_CHECKING, Protocol, TypeVar
 
+from ..batch import SegmentRange
 from ..errors import (
     ConnectionLostError,
     EventTooLargeError,
@@ -50,6 +51,7 @@ from ..events import EventPointer, EventRead
 from ..readergroup.config import ReaderGroupConfig
 from ..routing import encode_key
 from ..serializers import Serializer, resolve
+from ..streamcut import StreamCut
 from ..writer import MAX_EVENT_SIZE, MAX_PENDING_EVENTS
 from .connection import Connection, TcpTarget, with_large
 from .handles import (
@@ -66,7 +68,6 @@ if TYPE_CHECKING:
     from ..background import StoreStatus
     from ..config import StreamConfiguration
     from ..stream import StreamInfo
-    from ..streamcut import StreamCut
     from ..tiering import TieringStatus
     from ..watch import SegmentCountChange
     from ..watermarks import TimeWindow
@@ -275,6 +276,31 @@ class RemoteStore:
         if not isinstance(h, Handle):
             raise ProtocolError("read_slice did not answer a handle")
         return RemoteSlice(self._conn, h, scope, stream, ser)
+
+    def get_segments(self, scope: str, stream: str, start: "StreamCut | None" = None,
+                     end: "StreamCut | None" = None) -> "list[SegmentRange]":
+        """As ``Store.get_segments``."""
+        out = self._call("get_segments", scope, stream, start, end)
+        if not isinstance(out, list) or not all(isinstance(r, SegmentRange) for r in out):
+            raise ProtocolError("get_segments did not answer a list of SegmentRange")
+        return out
+
+    def read_segment_range(self, rng: "SegmentRange", *,
+                           serializer: Serializer | str | None = None) -> RemoteSlice:
+        """As ``Store.read_segment_range``: a snapshot the owner holds (close it when done)."""
+        ser = resolve(serializer)
+        h = self._call("read_segment_range", rng)
+        if not isinstance(h, Handle):
+            raise ProtocolError("read_segment_range did not answer a handle")
+        return RemoteSlice(self._conn, h, rng.scope, rng.stream, ser)
+
+    def get_next_stream_cut(self, scope: str, stream: str, start: "StreamCut | None",
+                            approx_bytes: int) -> "StreamCut":
+        """As ``Store.get_next_stream_cut``."""
+        out = self._call("get_next_stream_cut", scope, stream, start, approx_bytes)
+        if not isinstance(out, StreamCut):
+            raise ProtocolError("get_next_stream_cut did not answer a StreamCut")
+        return out
 
     def _open_handle(self, method: str, *args: object, **kwargs: object) -> tuple[Connection, Handle]:
         conn = self._open_connection()

@@ -27,6 +27,7 @@ from typing import TYPE_CHECKING
 from ..bytestream import ByteStream
 from ..errors import InvalidConfigurationError, PravegaEmbeddedError, StreamNotFoundError
 from ..readergroup.config import Checkpoint, ReaderGroupConfig
+from ..batch import SegmentRange
 from ..readergroup.group import ReaderGroup
 from ..readergroup.reader import GroupReader
 from .auth import FULL, Grants
@@ -40,6 +41,7 @@ _STREAM = {
     "create_stream": "admin", "seal_stream": "admin", "delete_stream": "admin", "scale_stream": "admin",
     "update_stream": "admin", "truncate_stream": "admin", "stream_info": "read", "tiered_bytes": "read",
     "create_reader": "read", "read_slice": "read", "watch_segments": "read", "create_writer": "write",
+    "get_segments": "read", "get_next_stream_cut": "read",
     "create_transactional_writer": "write", "create_byte_stream": "write",
 }
 _SCOPE = {"create_scope": "admin", "delete_scope": "admin"}
@@ -97,6 +99,11 @@ class Authorizer:
             self.streams(streams, "read", method)
         elif method in _GROUP:
             self._group_named(bound.get("group_name"), _GROUP[method], method)
+        elif method == "read_segment_range":
+            rng = bound.get("rng")
+            if not isinstance(rng, SegmentRange):
+                raise InvalidConfigurationError(f"read_segment_range takes a SegmentRange, got {type(rng).__name__}")
+            g.check("read", f"{rng.scope}/{rng.stream}", method)
 
     def after(self, method: str, args: list[object], kwargs: dict[str, object], value: object) -> object:
         """Invariant 2 on what a call returned, and lists filtered."""

@@ -88,9 +88,11 @@ STORE_CALLS = frozenset({
     "tiered_bytes", "tiering_status", "flush_tier2", "status", "checkpoint", "reclaim",
     "list_reader_groups", "create_writer", "create_reader", "create_reader_group",
     "get_reader_group", "delete_reader_group", "create_transactional_writer",
-    "create_byte_stream", "watch_segments", "read_slice",
+    "create_byte_stream", "watch_segments", "read_slice", "get_segments", "read_segment_range",
+    "get_next_stream_cut",
 })
-_NO_SERIALIZER = frozenset({"create_writer", "create_reader", "create_transactional_writer", "read_slice"})
+_NO_SERIALIZER = frozenset({"create_writer", "create_reader", "create_transactional_writer", "read_slice",
+                            "read_segment_range"})
 
 
 class HandleKind(NamedTuple):

@@ -34,7 +34,8 @@ from ..errors import PravegaEmbeddedError, ProtocolError
 from ..events import EventPointer
 from ..readergroup.config import Checkpoint, Position, ReaderGroupConfig, SegmentDistribution
 from ..segment import SegmentInfo
-from ..stream import EpochInfo, SegmentRange, StreamInfo
+from ..batch import SegmentRange
+from ..stream import EpochInfo, SegmentWithRange, StreamInfo
 from ..streamcut import StreamCut
 from ..watch import SegmentCountChange
 from ..watermarks import TimeWindow
@@ -54,7 +55,7 @@ _CONFIGS = (StreamConfiguration, ScalingPolicy, RetentionPolicy, ReaderGroupConf
 VALUE_TYPES: dict[str, type] = {
     cls.__name__: cls
     for cls in (StreamInfo, SegmentInfo,
-                EpochInfo, SegmentRange, EventPointer, StoreStatus, BackgroundFailure,
+                EpochInfo, SegmentWithRange, SegmentRange, EventPointer, StoreStatus, BackgroundFailure,
                 TimeWindow, SegmentCountChange, Position, Checkpoint, SegmentDistribution)
 }
 

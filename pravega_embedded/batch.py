@@ -1,0 +1,209 @@
+"""The batch API: a stream between two cuts as independent segment ranges, and bounded steps.
+
+Owns: ``SegmentRange`` (one segment's events between two offsets: the unit of parallel work
+that Pravega's BatchClient hands out and the Spark source partitions by), turning a slice's
+bounds into ranges (``segment_ranges``), splitting a range at event boundaries
+(``split_range``), and the cut about ``approx_bytes`` past another
+(``next_stream_cut``, Pravega's getNextStreamCut).
+
+Invariants:
+  1. A range starts and ends on event boundaries (a cut's offsets, a segment's visible end, or
+     the end of a section that does not continue a large event): reading ranges never splits
+     an event, and the ranges of one slice hold each of its events exactly once.
+  2. ``next_stream_cut`` moves forward only (every offset >= the start's) and stays within
+     acknowledged data; it reaches a successor only once every predecessor is read to its end
+     (the cut it returns is a valid frontier); given a positive budget and data after the
+     start it moves at least one event.
+  3. Ranges are independent: reading one needs nothing of another (parallel-safe).
+
+Thread-safety: pure functions of the engine's state read under its locks; values immutable.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Mapping
+
+from .errors import (InvalidConfigurationError, InvalidStreamCutError, SegmentNotFoundError,
+                     TruncatedDataError)
+from .names import validate_scope, validate_stream
+from .reader import Slice
+from .segsource import SegmentSource, resolve_cut
+from .streamcut import StreamCut, format_segment_id
+from .topology import frontier
+
+if TYPE_CHECKING:
+    from .engine import Engine
+    from .segment import Segment
+    from .serializers import Serializer
+    from .stream import StreamState
+
+__all__ = ["SegmentRange", "segment_ranges", "range_slice", "step_cut", "next_stream_cut",
+           "split_range", "snap_up"]
+
+_MAX_OFFSET = (1 << 63) - 1
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class SegmentRange:
+    """The events of one segment of ``scope/stream`` with ``start <= offset < end`` (byte
+    offsets on event boundaries). ``nbytes`` is the framed size, the measure of the work."""
+
+    scope: str
+    stream: str
+    segment_id: int
+    start: int
+    end: int
+
+    def __post_init__(self) -> None:
+        for name in ("segment_id", "start", "end"):
+            v = getattr(self, name)
+            if isinstance(v, bool) or not isinstance(v, int) or not 0 <= v <= _MAX_OFFSET:
+                raise InvalidConfigurationError(f"SegmentRange.{name} must be an int in 0..2**63-1, "
+                                                f"got {v!r}")
+        if self.end < self.start:
+            raise InvalidConfigurationError(f"SegmentRange end {self.end} is before its start {self.start}")
+        validate_scope(self.scope)
+        validate_stream(self.stream)
+
+    @property
+    def nbytes(self) -> int:
+        return self.end - self.start
+
+    def to_json(self) -> str:
+        """Compact JSON with sorted keys (ship it to a worker; ``from_json`` reads it)."""
+        return json.dumps({"scope": self.scope, "stream": self.stream, "segment_id": self.segment_id,
+                           "start": self.start, "end": self.end}, sort_keys=True, separators=(",", ":"))
+
+    @classmethod
+    def from_json(cls, text: str | bytes) -> "SegmentRange":
+        """The range ``to_json`` wrote; InvalidConfigurationError for anything else."""
+        try:
+            j = json.loads(text)
+        except (ValueError, TypeError) as exc:
+            raise InvalidConfigurationError(f"not a SegmentRange: {str(exc)[:80]}") from None
+        if not isinstance(j, dict) or set(j) != {"scope", "stream", "segment_id", "start", "end"}:
+            raise InvalidConfigurationError("a SegmentRange is a JSON object with exactly scope, "
+                                            "stream, segment_id, start and end")
+        if not isinstance(j["scope"], str) or not isinstance(j["stream"], str):
+            raise InvalidConfigurationError("a SegmentRange's scope and stream are strings")
+        return cls(scope=j["scope"], stream=j["stream"], segment_id=j["segment_id"],
+                   start=j["start"], end=j["end"])
+
+    def __repr__(self) -> str:
+        return (f"SegmentRange({self.scope}/{self.stream} segment {format_segment_id(self.segment_id)} "
+                f"[{self.start}, {self.end}) {self.nbytes} bytes)")
+
+
+def segment_ranges(scope: str, stream: str, ranges: list[tuple[int, int, int]]) -> list[SegmentRange]:
+    """The non-empty (segment id, start, end) triples of a slice as SegmentRanges, in ascending
+    segment id (predecessors first)."""
+    return [SegmentRange(scope=scope, stream=stream, segment_id=sid, start=lo, end=hi)
+            for sid, lo, hi in sorted(ranges) if hi > lo]
+
+
+def snap_up(src: SegmentSource, offset: int, limit: int) -> int:
+    """The first event boundary at or after ``offset`` (at most ``limit``, itself a boundary):
+    the start of a section that begins an event, else the end of the section holding
+    ``offset`` and of any large-event continuation after it (invariant 1)."""
+    if offset >= limit:
+        return limit
+    e, _ = src.section(offset)
+    if offset == e.start and e.n_events > 0:
+        return offset
+    end = e.end
+    while end < limit:
+        nxt, _ = src.section(end)
+        if nxt.n_events > 0:  # starts an event: ``end`` is a boundary
+            break
+        end = nxt.end  # a large event's continuation chunk
+    return min(end, limit)
+
+
+def split_range(engine: "Engine", st: "StreamState", rng: SegmentRange, parts: int) -> list[SegmentRange]:
+    """``rng`` cut into up to ``parts`` ranges of about equal bytes at event boundaries (fewer
+    where its sections are too big to cut finer; a range never splits an event)."""
+    if parts <= 1 or rng.nbytes == 0:
+        return [rng]
+    seg = st.segments.get(rng.segment_id)
+    if seg is None:
+        return [rng]
+    src = SegmentSource(engine, seg)
+    step = max(1, rng.nbytes // parts)
+    out = []
+    lo = rng.start
+    while lo < rng.end:
+        hi = rng.end if len(out) == parts - 1 else snap_up(src, min(lo + step, rng.end), rng.end)
+        if hi <= lo:
+            hi = rng.end
+        out.append(SegmentRange(scope=rng.scope, stream=rng.stream, segment_id=rng.segment_id,
+                                start=lo, end=hi))
+        lo = hi
+    return out
+
+
+def next_stream_cut(engine: "Engine", st: "StreamState", segs: Mapping[int, "Segment"],
+                    start: Mapping[int, int], visible: Mapping[int, int], approx_bytes: int) -> StreamCut:
+    """The cut about ``approx_bytes`` of framed events after the full map ``start`` (never
+    past ``visible``, each segment's acknowledged length): the budget is shared by the
+    segments of the frontier, each step snapped up to an event boundary; a segment read to
+    its sealed end opens its successors for the rest of the budget (invariant 2)."""
+    if isinstance(approx_bytes, bool) or not isinstance(approx_bytes, int) or approx_bytes <= 0:
+        raise InvalidConfigurationError(f"approx_bytes must be an int > 0, got {approx_bytes!r}")
+    full = {sid: start.get(sid, 0) for sid in segs}
+    budget = approx_bytes
+    while budget > 0:
+        fr = frontier(segs, full)
+        active = [sid for sid in sorted(fr) if full[sid] < visible.get(sid, 0)]
+        if not active:
+            break
+        share = max(1, budget // len(active))
+        for sid in active:
+            at, stop = full[sid], visible[sid]
+            new = snap_up(SegmentSource(engine, segs[sid]), min(at + share, stop), stop)
+            if new <= at:  # cannot happen for at < stop; guard the loop's progress anyway
+                raise InvalidStreamCutError(f"no event boundary after {at} in segment "
+                                            f"{segs[sid].name}")
+            full[sid] = new
+            budget -= new - at
+            if budget <= 0:
+                break
+    return StreamCut.of(st.scope, st.name, frontier(segs, full))
+
+
+def range_slice(engine: "Engine", rng: SegmentRange, serializer: "Serializer | str | None") -> Slice:
+    """``Store.read_segment_range``: the Slice of one range, its bounds checked (invariant 1)."""
+    if not isinstance(rng, SegmentRange):
+        raise InvalidConfigurationError(f"expected a SegmentRange, got {type(rng).__name__}")
+    st = engine.stream(rng.scope, rng.stream, "events")
+    sid = rng.segment_id
+    seg = st.segments.get(sid)
+    if seg is None:
+        raise SegmentNotFoundError(f"{st.key} has no segment {format_segment_id(sid)}")
+    if rng.end > seg.length:
+        raise InvalidStreamCutError(f"read_segment_range: end {rng.end} is past the end of segment "
+                                    f"{seg.name} ({seg.length})")
+    src = SegmentSource(engine, seg)
+    for off in (rng.start, rng.end):
+        if off >= st.head.get(sid, 0):  # before the head: the Slice raises TruncatedDataError
+            src.check_boundary(off, "read_segment_range")
+    return Slice(engine, st, {sid: rng.start}, {sid: rng.end}, serializer, only=sid)
+
+
+def step_cut(engine: "Engine", scope: str, stream: str, start: StreamCut | None,
+             approx_bytes: int) -> StreamCut:
+    """``Store.get_next_stream_cut``: resolve ``start`` (None: the head), snapshot the segments
+    and their acknowledged lengths, and step (``next_stream_cut``)."""
+    st = engine.stream(scope, stream, "events")
+    full = resolve_cut(engine, st, start, "get_next_stream_cut start")
+    with engine.append_lock:  # segments, head and acknowledged position together
+        segs = dict(st.segments)
+        acked = engine.journal.acked()
+        head = st.full_head()
+    visible = engine.index.visible_lengths(segs, acked)
+    if full is None:
+        full = head
+    elif any(full.get(sid, 0) < off for sid, off in head.items()):
+        raise TruncatedDataError(f"get_next_stream_cut: the start is before the head of {st.key}")
+    return next_stream_cut(engine, st, segs, full, visible, approx_bytes)
