@@ -1,8 +1,9 @@
 """Slices to Arrow: frames turned into Arrow buffers in C, with no per-event Python work.
 
-Owns: the conversion of a slice's chunks (segment, framed bytes, first offset) into a pyarrow
-Table with columns event (large_binary), routing_key (large_string, null when the event had no
-key), segment_id (int64) and offset (int64).
+Owns: the conversion of a slice's chunks (segment, framed bytes, first offset, write time) into
+a pyarrow Table with columns event (large_binary), routing_key (large_string, null when the
+event had no key), segment_id (int64) and offset (int64), and with ``timed`` a fifth,
+write_time (timestamp µs UTC: when the event's record was appended; null when unknown).
 
 Invariants:
   1. Row order is chunk order, and within a chunk offset order (so per-key write order).
@@ -24,7 +25,7 @@ from ._native import check, ffi, lib
 from .errors import CorruptDataError
 from .frames import FrameParser
 
-__all__ = ["slice_to_arrow", "slice_batches", "FrameColumns", "SCHEMA"]
+__all__ = ["slice_to_arrow", "slice_batches", "FrameColumns", "SCHEMA", "TIMED_SCHEMA", "WRITE_TIME"]
 
 SCHEMA = pa.schema([
     ("event", pa.large_binary()),
@@ -32,6 +33,8 @@ SCHEMA = pa.schema([
     ("segment_id", pa.int64()),
     ("offset", pa.int64()),
 ])
+WRITE_TIME = pa.timestamp("us", tz="UTC")
+TIMED_SCHEMA = SCHEMA.append(pa.field("write_time", WRITE_TIME))
 _CAP = 1 << 18
 
 
@@ -79,20 +82,28 @@ class FrameColumns:
         ], schema=SCHEMA)
 
 
-def slice_to_arrow(chunks: Iterable[tuple[Any, Any, int] | pa.Table]) -> pa.Table:
-    """Build the Table from (segment, framed bytes or memoryview, first offset) chunks, and
-    tables already in ``SCHEMA`` (tiered data read from its Parquet columns)."""
-    return pa.Table.from_batches(list(slice_batches(chunks)), schema=SCHEMA)
+def slice_to_arrow(chunks: Iterable[tuple[Any, Any, int, int] | pa.Table], timed: bool = False) -> pa.Table:
+    """Build the Table from (segment, framed bytes or memoryview, first offset, write time in
+    µs or 0 if unknown) chunks, and tables already in the schema (tiered data read from its
+    Parquet columns)."""
+    return pa.Table.from_batches(list(slice_batches(chunks, timed)),
+                                 schema=TIMED_SCHEMA if timed else SCHEMA)
 
 
-def slice_batches(chunks: Iterable[tuple[Any, Any, int] | pa.Table]) -> Iterator[pa.RecordBatch]:
+def slice_batches(chunks: Iterable[tuple[Any, Any, int, int] | pa.Table],
+                  timed: bool = False) -> Iterator[pa.RecordBatch]:
     """The record batches of ``slice_to_arrow``, one chunk at a time (memory: one chunk)."""
     cols: FrameColumns | None = None  # its parser's arrays are 3 MiB: only for frames
     for chunk in chunks:
         if isinstance(chunk, pa.Table):
             yield from chunk.to_batches()
             continue
-        seg, data, base = chunk
+        seg, data, base, write_us = chunk
         if cols is None:
             cols = FrameColumns()
-        yield from cols.batches(seg.name, seg.segment_id, data, base)
+        for batch in cols.batches(seg.name, seg.segment_id, data, base):
+            if timed:
+                n = batch.num_rows
+                times = pa.repeat(pa.scalar(write_us, WRITE_TIME), n) if write_us else pa.nulls(n, WRITE_TIME)
+                batch = batch.append_column("write_time", times)
+            yield batch

@@ -40,7 +40,7 @@ if TYPE_CHECKING:
     from .stream import StreamState
 
 __all__ = ["SegmentRange", "segment_ranges", "range_slice", "step_cut", "next_stream_cut",
-           "split_range", "snap_up"]
+           "split_range", "split_ranges", "snap_up"]
 
 _MAX_OFFSET = (1 << 63) - 1
 
@@ -140,6 +140,19 @@ def split_range(engine: "Engine", st: "StreamState", rng: SegmentRange, parts: i
         out.append(SegmentRange(scope=rng.scope, stream=rng.stream, segment_id=rng.segment_id,
                                 start=lo, end=hi))
         lo = hi
+    return out
+
+
+def split_ranges(engine: "Engine", ranges: list[SegmentRange], max_bytes: int | None) -> list[SegmentRange]:
+    """Each range split into pieces of about ``max_bytes`` (None: as they are)."""
+    if max_bytes is None:
+        return ranges
+    if isinstance(max_bytes, bool) or not isinstance(max_bytes, int) or max_bytes <= 0:
+        raise InvalidConfigurationError(f"max_bytes must be an int > 0 or None, got {max_bytes!r}")
+    out: list[SegmentRange] = []
+    for r in ranges:
+        st = engine.stream(r.scope, r.stream, "events")
+        out += split_range(engine, st, r, -(-r.nbytes // max_bytes))
     return out
 
 

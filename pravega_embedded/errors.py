@@ -25,7 +25,8 @@ OSError and LMDB errors (``translate``) both go through it.
     │   ├── SegmentNotFoundError
     │   ├── ReaderGroupNotFoundError
     │   ├── ReaderNotFoundError                          reader id not in the group
-    │   └── TxnNotFoundError                             no transaction with that id
+    │   ├── TxnNotFoundError                             no transaction with that id
+    │   └── StoreNotFoundError                           no store at a path that must not create one
     ├── AlreadyExistsError                (FileExistsError)
     │   ├── ScopeExistsError
     │   ├── StreamExistsError
@@ -86,6 +87,7 @@ __all__ = [
     "ReaderGroupNotFoundError",
     "ReaderNotFoundError",
     "TxnNotFoundError",
+    "StoreNotFoundError",
     "AlreadyExistsError",
     "ScopeExistsError",
     "StreamExistsError",
@@ -190,6 +192,10 @@ class ReaderNotFoundError(NotFoundError):
 
 class TxnNotFoundError(NotFoundError):
     """No transaction with this id is known on the stream (never begun, or ended long ago)."""
+
+
+class StoreNotFoundError(NotFoundError):
+    """No store lives at the path, and the operation only reads (it never creates one)."""
 
 
 class AlreadyExistsError(PravegaEmbeddedError, FileExistsError):

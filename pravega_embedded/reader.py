@@ -383,33 +383,36 @@ class Slice:
                 yield from evs
                 evs = None  # the caller's event is all that stays alive while the next is read
 
-    def to_arrow(self) -> "pyarrow.Table":
+    def to_arrow(self, *, write_time: bool = False) -> "pyarrow.Table":
         """A pyarrow Table: event (large_binary), routing_key (large_string, null if none),
-        segment_id (int64), offset (int64)."""
+        segment_id (int64), offset (int64); with ``write_time``, a fifth column write_time
+        (timestamp µs UTC: when the event's record was appended, as in tier 2)."""
         from .arrow import slice_to_arrow
-        return slice_to_arrow(self._arrow_parts())
+        return slice_to_arrow(self._arrow_parts(write_time), write_time)
 
-    def arrow_batches(self) -> Iterator["pyarrow.RecordBatch"]:
+    def arrow_batches(self, *, write_time: bool = False) -> Iterator["pyarrow.RecordBatch"]:
         """``to_arrow()``'s record batches one at a time, each made as it is taken (memory:
         one chunk of the slice, not the whole table)."""
         from .arrow import slice_batches
-        return slice_batches(self._arrow_parts())
+        return slice_batches(self._arrow_parts(write_time), write_time)
 
-    def _arrow_parts(self) -> Iterator[Any]:
-        """What ``to_arrow`` is built from: chunks of frames, and tables of tiered ranges read
-        straight from their Parquet columns where the journal no longer holds them."""
+    def _arrow_parts(self, timed: bool) -> Iterator[Any]:
+        """What ``to_arrow`` is built from: chunks of frames (one section each, so one write
+        time), and tables of tiered ranges read straight from their Parquet columns where the
+        journal no longer holds them."""
         for src, lo, hi in self._ranges:
             pos = lo
             while pos < hi:
                 if self._st.deleted:
                     raise StreamNotFoundError(f"stream {self._st.key} was deleted")
-                cold = src.cold_table(pos, hi)
+                cold = src.cold_table(pos, hi, timed)
                 if cold is not None:
                     table, pos = cold
                     yield table
                     continue
+                write_us = src.section(pos)[0].write_ns // 1000 if timed else 0
                 data, stop = src.read(pos, hi, copy=False)
-                yield (src.seg, data.frame() if type(data) is LargeFrame else data, pos)
+                yield (src.seg, data.frame() if type(data) is LargeFrame else data, pos, write_us)
                 data = None
                 pos = stop
 

@@ -204,7 +204,7 @@ class SegmentSource:
             self._truncated(offset)
             raise
 
-    def cold_table(self, offset: int, limit: int) -> tuple[Any, int] | None:
+    def cold_table(self, offset: int, limit: int, timed: bool = False) -> tuple[Any, int] | None:
         """The events from ``offset`` (an event boundary) to ``limit`` or the segment's tiered
         end as one Arrow table in ``arrow.SCHEMA``, read in bulk from tier 2, if the journal no
         longer holds ``offset``: (table, end). None if it does (read it from there)."""
@@ -217,7 +217,7 @@ class SegmentSource:
             return None
         stop = min(limit, tiered)
         try:
-            return e.cold.table(self.seg, offset, stop), stop
+            return e.cold.table(self.seg, offset, stop, timed), stop
         except (CorruptDataError, StorageError):
             self._truncated(offset)  # truncated (and its tier-2 file deleted) meanwhile
             raise

@@ -35,7 +35,7 @@ from typing import TYPE_CHECKING, Any, Callable, Protocol
 
 from .append import append_events
 from .background import Background, StoreStatus
-from .batch import SegmentRange, range_slice, segment_ranges, step_cut
+from .batch import SegmentRange, range_slice, segment_ranges, split_ranges, step_cut
 from .budget import LocalBudget
 from .bytestream import ByteStream
 from .config import DEFAULT_FILE_AGE_S, DEFAULT_FILE_BYTES, StreamConfiguration, TieringOptions
@@ -670,12 +670,13 @@ class Store:
 
     # ------------------------------------------------------------------ batch API
     def get_segments(self, scope: str, stream: str, start: StreamCut | None = None,
-                     end: StreamCut | None = None) -> list[SegmentRange]:
+                     end: StreamCut | None = None, *, max_bytes: int | None = None) -> list[SegmentRange]:
         """The slice between two cuts (default: head to the current tail) as one SegmentRange
         per segment with events in it, predecessors first: independent units of work that
-        ``read_segment_range`` reads, in any process, in parallel (Pravega's BatchClient)."""
+        ``read_segment_range`` reads, in any process, in parallel (Pravega's BatchClient).
+        ``max_bytes``: split ranges into pieces of about that size at event boundaries."""
         sl = self.read_slice(scope, stream, start, end)
-        return segment_ranges(scope, stream, sl.ranges)
+        return split_ranges(self._engine, segment_ranges(scope, stream, sl.ranges), max_bytes)
 
     def read_segment_range(self, rng: SegmentRange, *,
                            serializer: Serializer | str | None = None) -> Slice:

@@ -278,9 +278,9 @@ class RemoteStore:
         return RemoteSlice(self._conn, h, scope, stream, ser)
 
     def get_segments(self, scope: str, stream: str, start: "StreamCut | None" = None,
-                     end: "StreamCut | None" = None) -> "list[SegmentRange]":
+                     end: "StreamCut | None" = None, *, max_bytes: int | None = None) -> "list[SegmentRange]":
         """As ``Store.get_segments``."""
-        out = self._call("get_segments", scope, stream, start, end)
+        out = self._call("get_segments", scope, stream, start, end, max_bytes=max_bytes)
         if not isinstance(out, list) or not all(isinstance(r, SegmentRange) for r in out):
             raise ProtocolError("get_segments did not answer a list of SegmentRange")
         return out

@@ -183,15 +183,16 @@ def _connect_unix(path: str, timeout: float) -> socket.socket:
     except OSError as exc:
         raise storage_error(exc.errno or 0, "opening the store directory", path=path) from None
     try:
-        sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+        try:
+            sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+        except OSError as exc:  # no socket could be made (out of descriptors, memory)
+            raise storage_error(exc.errno or 0, "making a socket to the owner", path=path) from None
         try:
             sock.settimeout(timeout)
             sock.connect(socket_path(dirfd))
-        except OSError as exc:
+        except OSError as exc:  # no owner serving (yet, or any more): the caller may take the store
             sock.close()
             raise ConnectionLostError(f"cannot connect to the owner of store {path}: {exc}") from None
-    except OSError as exc:  # no socket could be made (out of descriptors, memory)
-        raise storage_error(exc.errno or 0, "making a socket to the owner", path=path) from None
     finally:
         os.close(dirfd)
     return sock

@@ -699,24 +699,38 @@ class RemoteSlice(_Owned):
             if end or not evs:
                 return
 
-    def to_arrow(self) -> "pyarrow.Table":
+    def to_arrow(self, *, write_time: bool = False) -> "pyarrow.Table":
         """A pyarrow Table with the columns of ``Slice.to_arrow``."""
         import pyarrow as pa
 
-        from ..arrow import SCHEMA
-        batches: list[pa.RecordBatch] = []
+        from ..arrow import SCHEMA, TIMED_SCHEMA
+        return pa.Table.from_batches(list(self.arrow_batches(write_time=write_time)),
+                                     schema=TIMED_SCHEMA if write_time else SCHEMA)
+
+    def arrow_batches(self, *, write_time: bool = False) -> "Iterator[pyarrow.RecordBatch]":
+        """``to_arrow()``'s record batches, fetched a part (a few MiB) at a time."""
+        import pyarrow as pa
+
+        from ..arrow import SCHEMA, TIMED_SCHEMA
+        schema = TIMED_SCHEMA if write_time else SCHEMA
+        first = True
         while True:
             if self._closed:
                 raise self._closed_error()
-            body = self._conn.fetch(Kind.ARROW, self._h, "arrow")
+            body = self._conn.fetch(Kind.ARROW, self._h, "arrow", write_time, first)
+            first = False
             if not body or body[0] not in (0, 1):
                 raise ProtocolError("an ARROW answer starts with its last-part flag")
             try:
-                batches.extend(pa.ipc.open_stream(memoryview(body)[1:]))
+                reader = pa.ipc.open_stream(memoryview(body)[1:])
+                if not reader.schema.equals(schema):
+                    raise ProtocolError(f"an ARROW answer has schema {reader.schema}, not the slice's")
+                batches = list(reader)
             except (pa.ArrowInvalid, OSError) as exc:
                 raise ProtocolError(f"an ARROW answer is not an Arrow IPC stream: {exc}") from None
+            yield from batches
             if body[0] == 1:
-                return pa.Table.from_batches(batches, schema=SCHEMA)
+                return
 
     def to_pandas(self) -> "pandas.DataFrame":
         return self.to_arrow().to_pandas()

@@ -409,22 +409,27 @@ class Session:
                 break
         return taken
 
-    def arrow(self, handle: int) -> tuple[bytes, bool]:
+    def arrow(self, handle: int, write_time: object = False, first: object = False) -> tuple[bytes, bool]:
         """The next part of a slice's table as an Arrow IPC stream (its batches made as they
-        are sent: the owner never holds the whole table), and whether it is the last part."""
+        are sent: the owner never holds the whole table), and whether it is the last part.
+        ``write_time``: the table has the write_time column (fixed by a table's first part);
+        ``first``: start the table again (a client that stopped reading one part-way)."""
         import pyarrow as pa
 
-        from ..arrow import SCHEMA
+        from ..arrow import SCHEMA, TIMED_SCHEMA
 
         obj = self._get(handle)
         if not isinstance(obj, Slice):
             raise InvalidConfigurationError(f"handle {handle} is not a slice")
-        parts = self._arrows.get(handle)
+        if not isinstance(write_time, bool) or not isinstance(first, bool):
+            raise InvalidConfigurationError("arrow takes (write_time: bool, first: bool)")
+        parts = None if first else self._arrows.get(handle)
         if parts is None:  # a new table
-            parts = self._arrows[handle] = _ArrowParts(obj.arrow_batches())
+            parts = self._arrows[handle] = _ArrowParts(obj.arrow_batches(write_time=write_time),
+                                                       write_time)
         sink = pa.BufferOutputStream()
         size = 0
-        with pa.ipc.new_stream(sink, SCHEMA) as out:
+        with pa.ipc.new_stream(sink, TIMED_SCHEMA if parts.timed else SCHEMA) as out:
             while parts.peek() is not None and (size == 0 or size + parts.peek().nbytes <= ARROW_PART):
                 batch = parts.take()
                 out.write_batch(batch)
@@ -675,8 +680,9 @@ def _quietly(fn: Callable[[], object], what: str) -> None:
 class _ArrowParts:
     """A slice's record batches, made one at a time, with one looked at ahead."""
 
-    def __init__(self, batches: Iterator[object]) -> None:
+    def __init__(self, batches: Iterator[object], timed: bool) -> None:
         self._it = batches
+        self.timed = timed
         self._next: object = next(self._it, None)
 
     def peek(self) -> "pyarrow.RecordBatch | None":

@@ -1,6 +1,40 @@
-"""The PySpark data source "pravega" (batch, micro-batch, sink) — a later issue.
+"""The PySpark data source "pravega" (pyspark >= 4.2): ``import pravega_embedded.spark``.
 
-It has no public names yet: nothing here is importable API until that issue lands.
+Importing it registers the source with the active SparkSession, if there is one; otherwise
+call ``register(spark)`` once the session exists. Then::
+
+    spark.read.format("pravega").option("path", "./data").option("scope", "iot")
+         .option("stream", "sensors").load()
+
+reads a stream of a store directory (live, in any process: Spark's Python workers connect to
+the process that has the store open) or of a tier-2 URL, between two StreamCuts, one Spark
+partition per segment range (docs/spark.md).
 """
 
-__all__: list[str] = []
+from __future__ import annotations
+
+from .source import PravegaBatchReader, PravegaDataSource, RangePartition
+
+__all__ = ["PravegaDataSource", "PravegaBatchReader", "RangePartition", "register"]
+
+
+def register(spark: "object | None" = None) -> None:
+    """Register ``format("pravega")`` with ``spark`` (default: the active session)."""
+    from pyspark.sql import SparkSession
+
+    session = spark if spark is not None else SparkSession.getActiveSession()
+    if session is None:
+        from ..errors import InvalidConfigurationError
+        raise InvalidConfigurationError("no active SparkSession: create one, then call "
+                                        "pravega_embedded.spark.register(spark)")
+    session.dataSource.register(PravegaDataSource)  # type: ignore[attr-defined]
+
+
+def _register_active() -> None:
+    from pyspark.sql import SparkSession
+
+    if SparkSession.getActiveSession() is not None:
+        register()
+
+
+_register_active()

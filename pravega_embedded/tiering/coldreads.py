@@ -61,6 +61,7 @@ import pyarrow.compute as pc
 
 from .._native import check, ffi, lib
 from ..arrow import SCHEMA as SLICE_SCHEMA
+from ..arrow import TIMED_SCHEMA, WRITE_TIME
 from ..errors import CorruptDataError
 from ..frames import FRAME_HEADER_SIZE, NO_KEY
 from .layout import ROW_GROUP_BYTES
@@ -243,10 +244,12 @@ class ColdReads:
         return (part.column(0).to_pylist(), part.column(1).to_pylist(), starts[i:i + part.num_rows].tolist(),
                 stop)
 
-    def table(self, seg: "Segment", start: int, end: int) -> pa.Table:
+    def table(self, seg: "Segment", start: int, end: int, timed: bool = False) -> pa.Table:
         """The events of ``[start, end)`` of ``seg`` (tiered; ``start`` an event boundary) as
-        a table in ``arrow.SCHEMA`` (invariant 6), read in bulk from its files."""
+        a table in ``arrow.SCHEMA`` (invariant 6; with ``timed``, ``arrow.TIMED_SCHEMA``), read
+        in bulk from its files."""
         st = seg.stream
+        schema = TIMED_SCHEMA if timed else SLICE_SCHEMA
         parts = []
         pos = start
         while pos < end:
@@ -257,13 +260,15 @@ class ColdReads:
             _check_covers(table, pos, stop, f"segment {seg.name}: tier-2 file {f.name} of "
                                             f"{self.target.url}")
             n = table.num_rows
-            parts.append(pa.Table.from_arrays([
-                table.column("event").cast(pa.large_binary()),
-                table.column("routing_key").cast(pa.large_string()),
-                pa.repeat(pa.scalar(seg.segment_id, pa.int64()), n),
-                table.column("offset")], schema=SLICE_SCHEMA))
+            cols = [table.column("event").cast(pa.large_binary()),
+                    table.column("routing_key").cast(pa.large_string()),
+                    pa.repeat(pa.scalar(seg.segment_id, pa.int64()), n),
+                    table.column("offset")]
+            if timed:
+                cols.append(table.column("write_time").cast(WRITE_TIME))
+            parts.append(pa.Table.from_arrays(cols, schema=schema))
             pos = stop
-        return pa.concat_tables(parts) if parts else SLICE_SCHEMA.empty_table()
+        return pa.concat_tables(parts) if parts else schema.empty_table()
 
     def forget(self, uid: int) -> None:
         """Drop what is known of segment ``uid`` (its files changed: retention, deletion) and

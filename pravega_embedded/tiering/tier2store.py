@@ -32,8 +32,12 @@ from typing import TYPE_CHECKING, Iterator, Mapping
 import pyarrow as pa
 
 from ..arrow import SCHEMA as SLICE_SCHEMA
-from ..errors import (InvalidStreamCutError, ScopeNotFoundError, StoreClosedError,
-                      StreamKindError, StreamNotFoundError, TruncatedDataError)
+from ..arrow import TIMED_SCHEMA as _TIMED
+from ..arrow import WRITE_TIME
+from ..batch import SegmentRange, segment_ranges
+from ..errors import (InvalidConfigurationError, InvalidStreamCutError, ScopeNotFoundError,
+                      SegmentNotFoundError, StoreClosedError, StreamKindError, StreamNotFoundError,
+                      TruncatedDataError)
 from ..events import EventRead
 from ..names import validate_scope, validate_stream
 from ..serializers import Serializer, resolve
@@ -102,6 +106,11 @@ class Tier2Slice:
         return list(self._ranges)
 
     @property
+    def manifest(self) -> Manifest:
+        """The manifest the slice reads (a snapshot: invariant 1)."""
+        return self._m
+
+    @property
     def nbytes(self) -> int:
         """Segment bytes in the slice."""
         return sum(hi - lo for _, lo, hi in self._ranges)
@@ -128,23 +137,23 @@ class Tier2Slice:
                 length = _FRAME_HEADER + (0 if kb is None else len(kb)) + len(ev)
                 yield new(ev if ser is None else ser.deserialize(ev), kb, sid, off, length, names)
 
-    def to_arrow(self) -> pa.Table:
+    def to_arrow(self, *, write_time: bool = True) -> pa.Table:
         """A pyarrow Table with the store's slice columns (event, routing_key, segment_id,
-        offset) and ``write_time``."""
-        parts = []
+        offset) and, unless ``write_time=False``, ``write_time``."""
+        schema = _TIMED if write_time else SLICE_SCHEMA
+        return pa.Table.from_batches(list(self.arrow_batches(write_time=write_time)), schema=schema)
+
+    def arrow_batches(self, *, write_time: bool = True) -> Iterator[pa.RecordBatch]:
+        """``to_arrow()``'s record batches, read a file (a slice of it) at a time."""
+        schema = _TIMED if write_time else SLICE_SCHEMA
         for sid, t in self._tables():
             n = t.num_rows
-            parts.append(pa.table({
-                "event": t.column("event").cast(pa.large_binary()),
-                "routing_key": t.column("routing_key").cast(pa.large_string()),
-                "segment_id": pa.array([sid] * n, pa.int64()) if n else pa.array([], pa.int64()),
-                "offset": t.column("offset"),
-                "write_time": t.column("write_time"),
-            }))
-        schema = SLICE_SCHEMA.append(pa.field("write_time", pa.timestamp("us", tz="UTC")))
-        if not parts:
-            return schema.empty_table()
-        return pa.concat_tables(parts).cast(schema)
+            cols = [t.column("event").cast(pa.large_binary()),
+                    t.column("routing_key").cast(pa.large_string()),
+                    pa.repeat(pa.scalar(sid, pa.int64()), n), t.column("offset")]
+            if write_time:
+                cols.append(t.column("write_time").cast(WRITE_TIME))
+            yield from pa.Table.from_arrays(cols, schema=schema).to_batches()
 
     def to_pandas(self) -> "pandas.DataFrame":
         """A pandas DataFrame with the columns of ``to_arrow()`` (needs pandas)."""
@@ -245,6 +254,59 @@ class Tier2Store:
             if b > a:
                 ranges.append((sid, a, b))
         return Tier2Slice(self.target, m, ranges, ser)
+
+    def get_segments(self, scope: str, stream: str, start: StreamCut | None = None,
+                     end: StreamCut | None = None, *, max_bytes: int | None = None) -> list[SegmentRange]:
+        """The tiered slice between two cuts as one SegmentRange per segment with events in it,
+        predecessors first (``Store.get_segments``); ``max_bytes`` splits a range at the
+        boundaries of its files (each file is one piece at most)."""
+        if max_bytes is not None and (isinstance(max_bytes, bool) or not isinstance(max_bytes, int)
+                                      or max_bytes <= 0):
+            raise InvalidConfigurationError(f"max_bytes must be an int > 0 or None, got {max_bytes!r}")
+        sl = self.read_slice(scope, stream, start, end)
+        ranges = segment_ranges(scope, stream, sl.ranges)
+        if max_bytes is None:
+            return ranges
+        m = sl.manifest
+        out = []
+        for r in ranges:
+            lo = r.start
+            for f in m.files_of(r.segment_id):
+                stop = min(f.end, r.end)
+                if stop <= lo or f.first >= r.end:
+                    continue
+                if stop - lo >= max_bytes or stop == r.end:
+                    out.append(SegmentRange(scope=scope, stream=stream, segment_id=r.segment_id,
+                                            start=lo, end=stop))
+                    lo = stop
+            if lo < r.end:
+                out.append(SegmentRange(scope=scope, stream=stream, segment_id=r.segment_id,
+                                        start=lo, end=r.end))
+        return out
+
+    def read_segment_range(self, rng: SegmentRange, *,
+                           serializer: Serializer | str | None = None) -> Tier2Slice:
+        """The tiered events of one SegmentRange (``Store.read_segment_range``): the range must
+        lie within what the manifest lists for its segment."""
+        if not isinstance(rng, SegmentRange):
+            raise InvalidConfigurationError(f"expected a SegmentRange, got {type(rng).__name__}")
+        ser = resolve(serializer)
+        m = self.manifest(rng.scope, rng.stream)
+        if m.kind != "events":
+            raise StreamKindError(f"{rng.scope}/{rng.stream} is a byte stream: read_segment_range "
+                                  "reads events")
+        sid = rng.segment_id
+        if all(n.segment_id != sid for n in m.segments):
+            raise SegmentNotFoundError(f"tier 2 {self.url} has no segment {format_segment_id(sid)} "
+                                       f"of {rng.scope}/{rng.stream}")
+        head, end = _heads(m)[sid], _ends(m)[sid]
+        if rng.start < head:
+            raise TruncatedDataError(f"read_segment_range: offset {rng.start} of segment "
+                                     f"{format_segment_id(sid)} is before the head ({head}) tier 2 keeps")
+        if rng.end > end:
+            raise InvalidStreamCutError(f"read_segment_range: end {rng.end} is past the tiered end "
+                                        f"({end}) of segment {format_segment_id(sid)}")
+        return Tier2Slice(self.target, m, [(sid, rng.start, rng.end)] if rng.nbytes else [], ser)
 
     def _resolve(self, m: Manifest, cut: StreamCut | None, what: str) -> dict[int, int] | None:
         """A user's cut as the full map of the manifest's segments (invariant 2)."""

@@ -71,6 +71,7 @@ TREE: dict[str, tuple[str, tuple[type, ...]]] = {
     "MaxCheckpointsExceededError": ("PravegaEmbeddedError", (RuntimeError,)),
     "CheckpointFailedError": ("PravegaEmbeddedError", (RuntimeError,)),
     "TxnNotFoundError": ("NotFoundError", (LookupError,)),
+    "StoreNotFoundError": ("NotFoundError", (LookupError,)),
     "StreamKindError": ("PravegaEmbeddedError", (TypeError,)),
     "TxnFailedError": ("PravegaEmbeddedError", (RuntimeError,)),
 }

@@ -113,3 +113,17 @@ def test_lock_is_released_when_the_holder_is_killed(store_path):
         child.wait()
     with pe.open(store_path, durability="none") as s:
         assert s.list_scopes() == ["held"]
+
+
+def test_a_plain_open_of_a_store_held_but_not_served_waits_then_says_so(store_path):
+    """No owner answers on the socket: the open retries (the owner may be starting, or gone and
+    its store free to take) until connect_timeout, then raises StoreLockedError; a failed
+    connect is never reported as a storage failure of the directory."""
+    s = pe.open(store_path, durability="none", serve=False)
+    try:
+        with pytest.raises(errors.StoreLockedError, match="does not serve it"):
+            pe.open(store_path, durability="none", connect_timeout=0.5)
+    finally:
+        s.close()
+    with pe.open(store_path, durability="none") as again:  # free again: this open owns it
+        assert isinstance(again, pe.Store)

@@ -1,0 +1,141 @@
+"""Batch reads for ``spark.read.format("pravega")``: planning partitions and reading one.
+
+Owns: opening what a path names from a Spark process (a live store: the owner's store if this
+process is the first to open it, else a client of the owner; a tier-2 URL or folder: a
+read-only ``Tier2Store``), planning a read as segment ranges (the batch API), and reading one
+range as Arrow record batches in the source's schema, resuming after an owner hand-over.
+
+Invariants:
+  1. A read never creates a store: a local path with no store and no tier-2 folders is an
+     error naming it.
+  2. The partitions of one read hold each event between its cuts exactly once (the batch API's
+     invariant 1); a partition's batches are in offset order.
+  3. A range whose owner went away mid-read (the store's owner process closed or died) is
+     reopened and resumed just after the last event already yielded: no event twice, none
+     lost. It gives up after ``RETRIES`` losses in a row with no event read in between.
+
+Thread-safety: each call opens and closes what it uses; nothing is shared.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+from contextlib import contextmanager
+from typing import TYPE_CHECKING, Iterator
+
+import pyarrow as pa
+import pyarrow.compute as pc
+
+from ..batch import SegmentRange
+from ..errors import ConnectionLostError, StoreNotFoundError
+from .options import ReadOptions
+
+if TYPE_CHECKING:
+    from ..remote.client import RemoteStore
+    from ..store import Store
+    from ..tiering.tier2store import Tier2Store
+
+__all__ = ["SPARK_SCHEMA", "ARROW_SCHEMA", "plan_ranges", "read_range", "open_source", "RETRIES"]
+
+LOG = logging.getLogger("pravega_embedded.spark")
+
+SPARK_SCHEMA = ("event BINARY, routing_key STRING, scope STRING, stream STRING, "
+                "segment_id BIGINT, offset BIGINT, write_time TIMESTAMP")
+ARROW_SCHEMA = pa.schema([
+    ("event", pa.binary()), ("routing_key", pa.string()), ("scope", pa.string()),
+    ("stream", pa.string()), ("segment_id", pa.int64()), ("offset", pa.int64()),
+    ("write_time", pa.timestamp("us", tz="UTC")),
+])
+RETRIES = 3
+_FRAME_HEADER = 6  # an event's bytes in its segment: header + key + payload
+
+
+@contextmanager
+def open_source(opts: ReadOptions) -> "Iterator[Store | RemoteStore | Tier2Store]":
+    """What ``opts.path`` names, opened for reading, closed after (invariant 1)."""
+    if opts.is_tier2:
+        from ..tiering.tier2store import open_tier2
+        t2 = open_tier2(opts.path, opts.storage_options or None)
+        try:
+            yield t2
+        finally:
+            t2.close()
+        return
+    from ..remote.opening import open as open_store
+    path = opts.path[7:] if opts.path.startswith("file://") else opts.path
+    if not os.path.exists(os.path.join(path, "STORE")):
+        raise StoreNotFoundError(f"format('pravega'): there is no store at {os.path.abspath(path)} "
+                                 "(no STORE marker) and no tier-2 folder: check option 'path'")
+    kwargs: dict[str, object] = {}
+    if opts.tier2 is not None:
+        kwargs["tier2"] = opts.tier2
+    if opts.tier2_options:
+        kwargs["tier2_options"] = opts.tier2_options
+    store = open_store(path, **kwargs)  # type: ignore[arg-type]
+    try:
+        yield store
+    finally:
+        store.close()
+
+
+def plan_ranges(opts: ReadOptions) -> list[SegmentRange]:
+    """The read's ranges, split so there are at least ``min_partitions`` where the data allows
+    (ranges split at event boundaries; a tier-2 range at its files' boundaries)."""
+    with open_source(opts) as src:
+        ranges = src.get_segments(opts.scope, opts.stream, opts.start, opts.end)
+        if opts.min_partitions > len(ranges):
+            total = sum(r.nbytes for r in ranges)
+            if total:
+                ranges = src.get_segments(opts.scope, opts.stream, opts.start, opts.end,
+                                          max_bytes=max(1, -(-total // opts.min_partitions)))
+    return ranges
+
+
+def read_range(opts: ReadOptions, rng: SegmentRange) -> Iterator[pa.RecordBatch]:
+    """The events of ``rng`` as record batches in ``ARROW_SCHEMA`` (invariants 2 and 3)."""
+    at = rng.start
+    failures, failed_at = 0, -1
+    while True:
+        try:
+            with open_source(opts) as src:
+                rest = SegmentRange(scope=rng.scope, stream=rng.stream, segment_id=rng.segment_id,
+                                    start=at, end=rng.end)
+                if rest.nbytes == 0:
+                    return
+                for batch in src.read_segment_range(rest).arrow_batches(write_time=True):
+                    if batch.num_rows == 0:
+                        continue
+                    out = _spark_batch(batch, rng.scope, rng.stream)
+                    at = _after_last(batch)
+                    yield out
+            return
+        except ConnectionLostError:
+            # an owner hand-over (the task that owned the store finished and closed it) is
+            # normal: only failures without progress in between count
+            failures = failures + 1 if at == failed_at else 1
+            failed_at = at
+            if failures > RETRIES:
+                raise
+            LOG.warning("reading %r: the store's owner went away at offset %d; reopening (%d of %d)",
+                        rng, at, failures, RETRIES)
+
+
+def _after_last(batch: pa.RecordBatch) -> int:
+    """The offset just after the batch's last event (its frame: header, key, payload)."""
+    i = batch.num_rows - 1
+    key = batch.column("routing_key")[i].as_py()
+    klen = 0 if key is None else len(key.encode("utf-8", "surrogateescape"))
+    return batch.column("offset")[i].as_py() + _FRAME_HEADER + klen + len(batch.column("event")[i].as_py())
+
+
+def _spark_batch(batch: pa.RecordBatch, scope: str, stream: str) -> pa.RecordBatch:
+    n = batch.num_rows
+    return pa.RecordBatch.from_arrays([
+        pc.cast(batch.column("event"), pa.binary()),
+        pc.cast(batch.column("routing_key"), pa.string()),
+        pa.repeat(pa.scalar(scope, pa.string()), n),
+        pa.repeat(pa.scalar(stream, pa.string()), n),
+        batch.column("segment_id"), batch.column("offset"),
+        batch.column("write_time"),
+    ], schema=ARROW_SCHEMA)

@@ -1,0 +1,141 @@
+"""The options of ``format("pravega")``: parsed and checked once, into a frozen value.
+
+Owns: the names and meanings of the source's options (docs/spark.md lists them beside
+spark-sql-kafka's), their defaults, and the errors for bad ones. Spark hands options over as a
+case-insensitive map of strings; every value is checked here, in the process that plans the
+query, so a typo fails the query at once with a message naming the option.
+
+Invariants:
+  1. An option name this source does not know is an InvalidConfigurationError listing the
+     known ones (a misspelt ``end_stream_cut`` must not silently read to the tail).
+  2. ``ReadOptions`` is picklable and holds no open resource: it travels to Spark's workers.
+
+Thread-safety: pure functions; immutable values.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from dataclasses import dataclass, field
+from typing import Mapping
+
+from ..errors import InvalidConfigurationError
+from ..names import validate_scope, validate_stream
+from ..streamcut import StreamCut
+
+__all__ = ["ReadOptions", "parse_read_options", "READ_OPTIONS"]
+
+READ_OPTIONS = frozenset({
+    "path", "scope", "stream", "start_stream_cut", "end_stream_cut", "min_partitions",
+    "storage_options", "tier2", "tier2_options",
+})
+
+
+@dataclass(frozen=True, slots=True)
+class ReadOptions:
+    """A batch read: where (a store directory or a tier-2 URL), which stream, between which
+    cuts (None: the head / the tail when planned), and how finely to split it."""
+
+    path: str
+    scope: str
+    stream: str
+    start: StreamCut | None = None
+    end: StreamCut | None = None
+    min_partitions: int = 1
+    storage_options: dict[str, object] = field(default_factory=dict)  # a tier-2 URL's fsspec options
+    tier2: str | bool | None = None  # pe.open's tier2, should a worker be the first to open the store
+    tier2_options: dict[str, object] = field(default_factory=dict)
+
+    @property
+    def is_tier2(self) -> bool:
+        """The path is a tier-2 URL or folder, read with no store (``pe.open_tier2``)."""
+        return is_tier2_path(self.path)
+
+
+def is_tier2_path(path: str) -> bool:
+    """A URL with a scheme other than file://, or a local directory that holds no store (no
+    STORE marker) but tier-2 scope folders."""
+    if "://" in path and not path.startswith("file://"):
+        return True
+    local = path[7:] if path.startswith("file://") else path
+    if os.path.exists(os.path.join(local, "STORE")):
+        return False
+    try:
+        return any(n.startswith("scope=") for n in os.listdir(local))
+    except OSError:
+        return False
+
+
+def _cut(opts: Mapping[str, str], name: str, default: str, scope: str, stream: str) -> StreamCut | None:
+    text = str(opts.get(name, default)).strip()
+    if text.lower() in ("earliest", "latest", "unbounded", ""):
+        if name == "start_stream_cut" and text.lower() == "latest":
+            raise InvalidConfigurationError("start_stream_cut 'latest' reads nothing in a batch read: "
+                                            "give 'earliest' or a cut's text")
+        if name == "end_stream_cut" and text.lower() == "earliest":
+            raise InvalidConfigurationError("end_stream_cut 'earliest' reads nothing: give 'latest' "
+                                            "or a cut's text")
+        return None
+    cut = StreamCut.from_text(text)
+    if cut.positions is not None and (cut.scope, cut.stream) != (scope, stream):
+        raise InvalidConfigurationError(f"{name} is a cut of {cut.scope}/{cut.stream}, not of "
+                                        f"{scope}/{stream}")
+    return cut
+
+
+def _json_map(opts: Mapping[str, str], name: str) -> dict[str, object]:
+    raw = opts.get(name)
+    if raw is None or raw == "":
+        return {}
+    try:
+        value = json.loads(raw)
+    except ValueError as exc:
+        raise InvalidConfigurationError(f"option {name} must be a JSON object: {exc}") from None
+    if not isinstance(value, dict):
+        raise InvalidConfigurationError(f"option {name} must be a JSON object, got {raw[:60]!r}")
+    return value
+
+
+def _positive_int(opts: Mapping[str, str], name: str, default: int) -> int:
+    raw = opts.get(name)
+    if raw is None:
+        return default
+    try:
+        value = int(str(raw).strip())
+    except ValueError:
+        raise InvalidConfigurationError(f"option {name} must be an integer >= 1, got {raw!r}") from None
+    if value < 1:
+        raise InvalidConfigurationError(f"option {name} must be an integer >= 1, got {raw!r}")
+    return value
+
+
+def _tier2(raw: str | None) -> str | bool | None:
+    """``pe.open``'s tier2 from text: "false" (no tier 2), a URL or path, or None (default)."""
+    if raw is None or str(raw).strip() == "":
+        return None
+    text = str(raw).strip()
+    return False if text.lower() == "false" else text
+
+
+def parse_read_options(opts: Mapping[str, str]) -> ReadOptions:
+    """``ReadOptions`` from Spark's option map (case-insensitive names; invariant 1)."""
+    low = {str(k).lower(): v for k, v in opts.items()}
+    unknown = sorted(set(low) - READ_OPTIONS)
+    if unknown:
+        raise InvalidConfigurationError(
+            f"format('pravega') has no option {', '.join(map(repr, unknown))}; its options are "
+            f"{', '.join(sorted(READ_OPTIONS))} (docs/spark.md)")
+    for name in ("path", "scope", "stream"):
+        if not low.get(name):
+            raise InvalidConfigurationError(f"format('pravega') needs option {name!r} (docs/spark.md)")
+    scope, stream = validate_scope(low["scope"]), validate_stream(low["stream"])
+    return ReadOptions(
+        path=str(low["path"]), scope=scope, stream=stream,
+        start=_cut(low, "start_stream_cut", "earliest", scope, stream),
+        end=_cut(low, "end_stream_cut", "latest", scope, stream),
+        min_partitions=_positive_int(low, "min_partitions", 1),
+        storage_options=_json_map(low, "storage_options"),
+        tier2=_tier2(low.get("tier2")),
+        tier2_options=_json_map(low, "tier2_options"),
+    )
