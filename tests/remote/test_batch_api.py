@@ -184,3 +184,31 @@ def test_a_read_token_gets_ranges_of_its_streams_only(owner):
                      lambda: c.get_next_stream_cut("secret", "x", None, 100)):
             with pytest.raises(errors.PermissionDeniedError):
                 call()
+
+
+def test_arrow_write_time_and_a_table_started_again(handle):
+    import time
+    _stream(handle, segments=2)
+    t0 = time.time_ns() // 1000
+    w = handle.create_writer("a", "s")
+    for i in range(20000):  # 12 MB: more than one part of an owner's ARROW answers
+        w.write_event(b"e%06d" % i + b"." * 600, routing_key=f"k{i % 11}")
+    w.close()
+    t1 = time.time_ns() // 1000
+    sl = handle.read_slice("a", "s")
+    plain = sl.to_arrow()
+    assert plain.column_names == ["event", "routing_key", "segment_id", "offset"]
+    timed = sl.to_arrow(write_time=True)
+    assert timed.column_names == plain.column_names + ["write_time"]
+    assert timed.drop_columns(["write_time"]).equals(plain)
+    times = [t.value for t in timed.column("write_time")]
+    assert all(t0 <= t <= t1 for t in times)
+    # a reader that stops part-way through the batches, then asks for the table again, gets
+    # all of it from the start (a client's owner keeps the batches it has not sent yet)
+    it = sl.arrow_batches(write_time=True)
+    next(it)
+    it.close()
+    assert sl.to_arrow().equals(plain)
+    (r0, r1) = handle.get_segments("a", "s")
+    assert sum(b.num_rows for b in handle.read_segment_range(r1).arrow_batches(write_time=True)) == \
+        sum(1 for _ in handle.read_segment_range(r1))
