@@ -81,7 +81,7 @@ class SegmentRange:
         """The range ``to_json`` wrote; InvalidConfigurationError for anything else."""
         try:
             j = json.loads(text)
-        except (ValueError, TypeError) as exc:
+        except (ValueError, TypeError, RecursionError) as exc:
             raise InvalidConfigurationError(f"not a SegmentRange: {str(exc)[:80]}") from None
         if not isinstance(j, dict) or set(j) != {"scope", "stream", "segment_id", "start", "end"}:
             raise InvalidConfigurationError("a SegmentRange is a JSON object with exactly scope, "
@@ -130,11 +130,12 @@ def split_range(engine: "Engine", st: "StreamState", rng: SegmentRange, parts: i
     if seg is None:
         return [rng]
     src = SegmentSource(engine, seg)
-    step = max(1, rng.nbytes // parts)
-    out = []
+    out: list[SegmentRange] = []
     lo = rng.start
     while lo < rng.end:
-        hi = rng.end if len(out) == parts - 1 else snap_up(src, min(lo + step, rng.end), rng.end)
+        left = parts - len(out)  # the step is what remains over the pieces still to make
+        step = max(1, (rng.end - lo) // left)
+        hi = rng.end if left == 1 else snap_up(src, min(lo + step, rng.end), rng.end)
         if hi <= lo:
             hi = rng.end
         out.append(SegmentRange(scope=rng.scope, stream=rng.stream, segment_id=rng.segment_id,
@@ -157,32 +158,52 @@ def split_ranges(engine: "Engine", ranges: list[SegmentRange], max_bytes: int | 
 
 
 def next_stream_cut(engine: "Engine", st: "StreamState", segs: Mapping[int, "Segment"],
-                    start: Mapping[int, int], visible: Mapping[int, int], approx_bytes: int) -> StreamCut:
-    """The cut about ``approx_bytes`` of framed events after the full map ``start`` (never
-    past ``visible``, each segment's acknowledged length): the budget is shared by the
-    segments of the frontier, each step snapped up to an event boundary; a segment read to
-    its sealed end opens its successors for the rest of the budget (invariant 2)."""
-    if isinstance(approx_bytes, bool) or not isinstance(approx_bytes, int) or approx_bytes <= 0:
-        raise InvalidConfigurationError(f"approx_bytes must be an int > 0, got {approx_bytes!r}")
+                    start: Mapping[int, int], limit: Mapping[int, int], approx_bytes: int,
+                    max_events: int | None = None) -> StreamCut:
+    """The cut about ``approx_bytes`` of framed events (and with ``max_events``, about that
+    many events) after the full map ``start``, never past ``limit`` (per segment: the
+    acknowledged length, or an end cut's offset). The budgets are shared by the segments of
+    the frontier, each step snapped up to an event boundary (so a step may pass a budget by
+    less than one section: soft limits, always progress); a segment read to its sealed end
+    opens its successors for the rest (invariant 2)."""
+    for name, v in (("approx_bytes", approx_bytes), ("max_events", max_events)):
+        if v is not None and (isinstance(v, bool) or not isinstance(v, int) or v <= 0):
+            raise InvalidConfigurationError(f"{name} must be an int > 0, got {v!r}")
     full = {sid: start.get(sid, 0) for sid in segs}
-    budget = approx_bytes
-    while budget > 0:
+    budget, events = approx_bytes, max_events
+    while budget > 0 and (events is None or events > 0):
         fr = frontier(segs, full)
-        active = [sid for sid in sorted(fr) if full[sid] < visible.get(sid, 0)]
+        active = [sid for sid in sorted(fr) if full[sid] < limit.get(sid, 0)]
         if not active:
             break
         share = max(1, budget // len(active))
+        eshare = None if events is None else max(1, events // len(active))
         for sid in active:
-            at, stop = full[sid], visible[sid]
-            new = snap_up(SegmentSource(engine, segs[sid]), min(at + share, stop), stop)
-            if new <= at:  # cannot happen for at < stop; guard the loop's progress anyway
-                raise InvalidStreamCutError(f"no event boundary after {at} in segment "
-                                            f"{segs[sid].name}")
+            at = full[sid]
+            new, n = _advance(SegmentSource(engine, segs[sid]), at, limit[sid], share, eshare)
+            if new <= at:  # cannot happen for at < limit; guard the loop's progress anyway
+                raise InvalidStreamCutError(f"no event boundary after {at} in segment {segs[sid].name}")
             full[sid] = new
             budget -= new - at
-            if budget <= 0:
+            if events is not None:
+                events -= n
+            if budget <= 0 or (events is not None and events <= 0):
                 break
     return StreamCut.of(st.scope, st.name, frontier(segs, full))
+
+
+def _advance(src: SegmentSource, at: int, stop: int, nbytes: int, nevents: int | None) -> tuple[int, int]:
+    """One segment's step from ``at`` (a boundary) toward ``stop``: about ``nbytes`` (snapped
+    up), or section by section until ``nevents`` events or ``nbytes`` are taken. Returns the
+    new offset and the events counted (0 when not counting)."""
+    if nevents is None:
+        return snap_up(src, min(at + nbytes, stop), stop), 0
+    pos, n = at, 0
+    while pos < stop and pos - at < nbytes and n < nevents:
+        e, _ = src.section(pos)
+        n += e.n_events  # events starting in the section (a partly read first one: over-counted)
+        pos = snap_up(src, min(e.end, stop), stop)
+    return pos, n
 
 
 def range_slice(engine: "Engine", rng: SegmentRange, serializer: "Serializer | str | None") -> Slice:
@@ -205,11 +226,13 @@ def range_slice(engine: "Engine", rng: SegmentRange, serializer: "Serializer | s
 
 
 def step_cut(engine: "Engine", scope: str, stream: str, start: StreamCut | None,
-             approx_bytes: int) -> StreamCut:
-    """``Store.get_next_stream_cut``: resolve ``start`` (None: the head), snapshot the segments
-    and their acknowledged lengths, and step (``next_stream_cut``)."""
+             approx_bytes: int, max_events: int | None = None, end: StreamCut | None = None) -> StreamCut:
+    """``Store.get_next_stream_cut``: resolve ``start`` (None: the head) and ``end`` (None: no
+    bound), snapshot the segments and their acknowledged lengths, and step
+    (``next_stream_cut``)."""
     st = engine.stream(scope, stream, "events")
     full = resolve_cut(engine, st, start, "get_next_stream_cut start")
+    bound = resolve_cut(engine, st, end, "get_next_stream_cut end")
     with engine.append_lock:  # segments, head and acknowledged position together
         segs = dict(st.segments)
         acked = engine.journal.acked()
@@ -219,4 +242,5 @@ def step_cut(engine: "Engine", scope: str, stream: str, start: StreamCut | None,
         full = head
     elif any(full.get(sid, 0) < off for sid, off in head.items()):
         raise TruncatedDataError(f"get_next_stream_cut: the start is before the head of {st.key}")
-    return next_stream_cut(engine, st, segs, full, visible, approx_bytes)
+    limit = visible if bound is None else {sid: min(v, bound.get(sid, 0)) for sid, v in visible.items()}
+    return next_stream_cut(engine, st, segs, full, limit, approx_bytes, max_events)

@@ -686,11 +686,14 @@ class Store:
         return range_slice(self._engine, rng, serializer)
 
     def get_next_stream_cut(self, scope: str, stream: str, start: StreamCut | None,
-                            approx_bytes: int) -> StreamCut:
-        """The cut about ``approx_bytes`` of events after ``start`` (None: the head), on event
-        boundaries and within acknowledged data: bounded steps through a stream (successors
-        only once their predecessors are read). At the tail it returns ``start``'s position."""
-        return step_cut(self._engine, scope, stream, start, approx_bytes)
+                            approx_bytes: int, *, max_events: int | None = None,
+                            end: StreamCut | None = None) -> StreamCut:
+        """The cut about ``approx_bytes`` of events (and at most about ``max_events`` events)
+        after ``start`` (None: the head), on event boundaries, within acknowledged data and not
+        past ``end``: bounded steps through a stream (successors only once their predecessors
+        are read). Limits are soft: a step always moves if it can. At the tail (or ``end``) it
+        returns ``start``'s position."""
+        return step_cut(self._engine, scope, stream, start, approx_bytes, max_events, end)
 
     def fetch_event(self, pointer: EventPointer, *, serializer: Serializer | str | None = None) -> EventRead:
         """Read the one event an EventPointer points to."""

@@ -295,9 +295,11 @@ class RemoteStore:
         return RemoteSlice(self._conn, h, rng.scope, rng.stream, ser)
 
     def get_next_stream_cut(self, scope: str, stream: str, start: "StreamCut | None",
-                            approx_bytes: int) -> "StreamCut":
+                            approx_bytes: int, *, max_events: int | None = None,
+                            end: "StreamCut | None" = None) -> "StreamCut":
         """As ``Store.get_next_stream_cut``."""
-        out = self._call("get_next_stream_cut", scope, stream, start, approx_bytes)
+        out = self._call("get_next_stream_cut", scope, stream, start, approx_bytes,
+                         max_events=max_events, end=end)
         if not isinstance(out, StreamCut):
             raise ProtocolError("get_next_stream_cut did not answer a StreamCut")
         return out

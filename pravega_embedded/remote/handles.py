@@ -28,6 +28,7 @@ Thread-safety: as the in-process handles (one thread reads a reader; the others 
 from __future__ import annotations
 
 import io
+import itertools
 import os
 import threading
 import uuid
@@ -686,6 +687,7 @@ class RemoteSlice(_Owned):
         self._ser = serializer
         self.ranges: list[tuple[int, int, int]] = [tuple(r) for r in handle.info["ranges"]]  # type: ignore[attr-defined, misc]
         self.nbytes = int(handle.info["nbytes"])  # type: ignore[call-overload]
+        self._tables = itertools.count()  # ids of this slice's Arrow tables (next() is atomic)
 
     def __iter__(self) -> Iterator[EventRead]:
         self._call("rewind")
@@ -713,11 +715,12 @@ class RemoteSlice(_Owned):
 
         from ..arrow import SCHEMA, TIMED_SCHEMA
         schema = TIMED_SCHEMA if write_time else SCHEMA
+        stream = next(self._tables)  # this table's own stream in the owner (two at once stay apart)
         first = True
         while True:
             if self._closed:
                 raise self._closed_error()
-            body = self._conn.fetch(Kind.ARROW, self._h, "arrow", write_time, first)
+            body = self._conn.fetch(Kind.ARROW, self._h, "arrow", write_time, first, stream)
             first = False
             if not body or body[0] not in (0, 1):
                 raise ProtocolError("an ARROW answer starts with its last-part flag")

@@ -345,7 +345,7 @@ class OwnerServer:
             events, meta = session.fetch(args[0] if args else None)
             fs.send(Kind.EVENTS, request, encode_events(events, False, meta))
         elif method == "arrow" and handle:
-            part, last = session.arrow(handle, *args[:2])
+            part, last = session.arrow(handle, *args[:3])
             fs.send(Kind.ARROW, request, (b"\x01" if last else b"\x00") + part)
         elif method == "read_bytes" and handle:
             fs.send(Kind.BYTES, request, session.read_bytes(handle, args[0] if args else None))

@@ -129,6 +129,7 @@ READ_MAX_EVENTS = 4096  # the most events one read answer carries ...
 READ_MAX_BYTES = 4 << 20  # ... and about the most payload bytes
 RANGE_MAX_BYTES = 4 << 20  # about the most bytes of one journal range (invariant 9)
 ARROW_PART = 8 << 20  # about the most bytes of one ARROW answer
+ARROW_STREAMS = 8  # tables of one slice a connection reads at once
 BYTES_PART = 8 << 20  # the most bytes of one BYTES answer (a byte stream read)
 HANDLES_MAX = 1024  # handles one connection may hold open
 SLICES_MAX = 64  # slices one connection keeps; a new one closes the oldest
@@ -153,7 +154,7 @@ class Session:
         self._handles: dict[int, object] = {}
         self._held: dict[int, deque[EventRead | PravegaEmbeddedError]] = {}  # invariant 5
         self._iters: dict[int, Iterator[EventRead] | None] = {}  # a slice's events (None: done)
-        self._arrows: dict[int, _ArrowParts] = {}  # a slice's Arrow batches, made as sent
+        self._arrows: dict[tuple[int, int], _ArrowParts] = {}  # (slice, stream): batches, made as sent
         self._batches: dict[int, dict[str, "set[int] | _Span"]] = {}  # a group reader's last batch
         self._large_out: dict[int, bytes] = {}  # a large event being read, by handle (0: fetch)
         self._large_in: dict[int, bytearray | None] = {}  # a large event being written (None: refused)
@@ -409,11 +410,14 @@ class Session:
                 break
         return taken
 
-    def arrow(self, handle: int, write_time: object = False, first: object = False) -> tuple[bytes, bool]:
+    def arrow(self, handle: int, write_time: object = False, first: object = False,
+              stream: object = 0) -> tuple[bytes, bool]:
         """The next part of a slice's table as an Arrow IPC stream (its batches made as they
         are sent: the owner never holds the whole table), and whether it is the last part.
         ``write_time``: the table has the write_time column (fixed by a table's first part);
-        ``first``: start the table again (a client that stopped reading one part-way)."""
+        ``first``: start the table again (a client that stopped reading one part-way);
+        ``stream``: which of the client's tables of this slice (two read at once stay apart;
+        at most ARROW_STREAMS per slice, the oldest dropped)."""
         import pyarrow as pa
 
         from ..arrow import SCHEMA, TIMED_SCHEMA
@@ -421,12 +425,17 @@ class Session:
         obj = self._get(handle)
         if not isinstance(obj, Slice):
             raise InvalidConfigurationError(f"handle {handle} is not a slice")
-        if not isinstance(write_time, bool) or not isinstance(first, bool):
-            raise InvalidConfigurationError("arrow takes (write_time: bool, first: bool)")
-        parts = None if first else self._arrows.get(handle)
+        if not isinstance(write_time, bool) or not isinstance(first, bool) \
+                or isinstance(stream, bool) or not isinstance(stream, int):
+            raise InvalidConfigurationError("arrow takes (write_time: bool, first: bool, stream: int)")
+        key = (handle, stream)
+        parts = None if first else self._arrows.get(key)
         if parts is None:  # a new table
-            parts = self._arrows[handle] = _ArrowParts(obj.arrow_batches(write_time=write_time),
-                                                       write_time)
+            mine = [k for k in self._arrows if k[0] == handle and k != key]
+            for k in mine[:max(0, len(mine) + 1 - ARROW_STREAMS)]:
+                del self._arrows[k]  # a client's forgotten tables: the oldest go
+            self._arrows.pop(key, None)
+            parts = self._arrows[key] = _ArrowParts(obj.arrow_batches(write_time=write_time), write_time)
         sink = pa.BufferOutputStream()
         size = 0
         with pa.ipc.new_stream(sink, TIMED_SCHEMA if parts.timed else SCHEMA) as out:
@@ -436,7 +445,7 @@ class Session:
                 size += batch.nbytes
         last = parts.peek() is None
         if last:
-            del self._arrows[handle]  # the next to_arrow() starts again
+            del self._arrows[key]  # the next to_arrow() starts again
         return sink.getvalue().to_pybytes(), last
 
     def read_bytes(self, handle: int, size: object) -> bytes:
@@ -541,7 +550,8 @@ class Session:
             obj = self._handles.pop(handle, None)
             self._held.pop(handle, None)
             self._iters.pop(handle, None)
-            self._arrows.pop(handle, None)
+            for k in [k for k in self._arrows if k[0] == handle]:
+                del self._arrows[k]
             self._large_out.pop(handle, None)
             self._batches.pop(handle, None)
             self._ranges.pop(handle, None)

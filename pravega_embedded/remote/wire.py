@@ -40,7 +40,8 @@ __all__ = [
 ]
 
 MAGIC = b"PEW1"  # the first bytes of a HELLO body
-VERSION = 2  # the protocol version this code speaks (HELLO carries a range); 2: WRITEs as frames
+VERSION = 3  # the protocol version this code speaks (HELLO carries a range); 2: WRITEs as frames;
+# 3: the batch API's calls, SegmentRange as the batch unit, a slice's arrow(write_time, first, stream)
 HEADER = struct.Struct(">IBI")  # length, kind, request id
 HEADER_SIZE = HEADER.size  # 9
 LENGTH_MIN = HEADER_SIZE - 4  # kind + request id

@@ -306,6 +306,9 @@ class Tier2Store:
         if rng.end > end:
             raise InvalidStreamCutError(f"read_segment_range: end {rng.end} is past the tiered end "
                                         f"({end}) of segment {format_segment_id(sid)}")
+        if rng.nbytes:
+            for off in (rng.start, rng.end):
+                self._check_boundary(m, sid, off, "read_segment_range")
         return Tier2Slice(self.target, m, [(sid, rng.start, rng.end)] if rng.nbytes else [], ser)
 
     def _resolve(self, m: Manifest, cut: StreamCut | None, what: str) -> dict[int, int] | None:

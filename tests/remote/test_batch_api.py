@@ -159,7 +159,7 @@ def test_segment_range_values_are_checked():
             pe.SegmentRange(scope="a", stream="s", segment_id=0, **bad)
     with pytest.raises(errors.InvalidNameError):
         pe.SegmentRange(scope="a", stream="../x", segment_id=0, start=0, end=0)
-    for text in ("", "[]", "{}", '{"scope":"a","stream":"s","segment_id":0,"start":0}',
+    for text in ("", "[]", "{}", "[" * 100000, '{"scope":"a","stream":"s","segment_id":0,"start":0}',
                  '{"scope":1,"stream":"s","segment_id":0,"start":0,"end":0}',
                  '{"scope":"a","stream":"s","segment_id":0,"start":0,"end":0,"x":1}', "\xff"):
         with pytest.raises(errors.InvalidConfigurationError):
@@ -212,3 +212,67 @@ def test_arrow_write_time_and_a_table_started_again(handle):
     (r0, r1) = handle.get_segments("a", "s")
     assert sum(b.num_rows for b in handle.read_segment_range(r1).arrow_batches(write_time=True)) == \
         sum(1 for _ in handle.read_segment_range(r1))
+
+
+def test_next_stream_cut_with_an_event_budget_and_an_end(handle):
+    _stream(handle)
+    _fill(handle, 0, 3000, batch=30)  # sections of about 10 events per segment
+    mid = handle.get_next_stream_cut("a", "s", None, 20_000)
+    cut, counts = None, []
+    while (nxt := handle.get_next_stream_cut("a", "s", cut, 1 << 40, max_events=100, end=mid)) != cut:
+        counts.append(sum(1 for _ in handle.read_slice("a", "s", cut, nxt)))
+        cut = nxt
+    assert cut == mid  # stepped exactly to the end, never past it
+    assert sum(counts) == sum(1 for _ in handle.read_slice("a", "s", None, mid))
+    # soft: at most one section per segment over the budget, and never an empty step
+    assert all(1 <= c <= 100 + 3 * 31 for c in counts) and len(counts) >= 3
+    assert handle.get_next_stream_cut("a", "s", mid, 1 << 40, end=mid) == mid
+    with pytest.raises(errors.InvalidConfigurationError):
+        handle.get_next_stream_cut("a", "s", None, 100, max_events=0)
+
+
+def test_two_tables_of_one_slice_read_at_once_stay_apart(handle):
+    _stream(handle, segments=1)
+    w = handle.create_writer("a", "s")
+    for i in range(20000):  # more than one part of an owner's ARROW answers
+        w.write_event(b"e%06d" % i + b"." * 600, routing_key="k")
+    w.close()
+    sl = handle.read_slice("a", "s")
+    first = sl.arrow_batches()
+    head = next(first)
+    whole = sl.to_arrow()  # a second table while the first is part-way
+    rest = sum(b.num_rows for b in first)
+    assert whole.num_rows == 20000 and head.num_rows + rest == 20000
+
+
+def test_split_ranges_make_as_many_pieces_as_the_boundaries_allow(owner):
+    owner.create_scope("a")
+    owner.create_stream("a", "s")
+    w = owner.create_writer("a", "s")
+    for _ in range(5):  # five events, each in its own section: 8 bytes apiece
+        w.write_event(b"ab")
+        w.flush()
+    w.close()
+    for max_bytes, pieces in ((40, 1), (20, 2), (14, 3), (10, 4), (8, 5), (1, 5)):
+        got = owner.get_segments("a", "s", max_bytes=max_bytes)
+        assert len(got) == pieces, (max_bytes, got)
+        assert [r.start for r in got[1:]] == [r.end for r in got[:-1]] and got[-1].end == 40
+        assert sum(len(list(owner.read_segment_range(r))) for r in got) == 5
+
+
+def test_tier2_ranges_must_start_and_end_on_events(tmp_path):
+    with pe.open(tmp_path / "data", tier2=str(tmp_path / "t2"), durability="none") as store:
+        store.create_scope("a")
+        store.create_stream("a", "s")
+        with store.create_writer("a", "s") as w:
+            for i in range(100):
+                w.write_event(b"e%03d" % i)  # 10 bytes apiece
+        store.flush_tier2()
+    t2 = pe.open_tier2(str(tmp_path / "t2"))
+    (r,) = t2.get_segments("a", "s")
+    assert r.nbytes == 1000 and len(list(t2.read_segment_range(r))) == 100
+    for start, end in ((3, 1000), (0, 13)):
+        with pytest.raises(errors.InvalidStreamCutError):
+            t2.read_segment_range(pe.SegmentRange(scope="a", stream="s", segment_id=0, start=start, end=end))
+    part = pe.SegmentRange(scope="a", stream="s", segment_id=0, start=10, end=30)
+    assert [ev.event for ev in t2.read_segment_range(part)] == [b"e001", b"e002"]
