@@ -77,7 +77,8 @@ def test_exception_tree():
         "CheckpointExistsError": FileExistsError, "InvalidPositionError": ValueError,
         "ReaderGroupClosedError": ValueError, "ReaderNotInGroupError": RuntimeError,
         "MaxCheckpointsExceededError": RuntimeError, "CheckpointFailedError": RuntimeError,
-        "TxnNotFoundError": LookupError, "StreamKindError": TypeError, "TxnFailedError": RuntimeError,
+        "TxnNotFoundError": LookupError, "StoreNotFoundError": LookupError,
+        "StreamKindError": TypeError, "TxnFailedError": RuntimeError,
     }
     assert set(errors.__all__) == set(builtin) | {"PravegaEmbeddedError"}
     for name, base in builtin.items():
