@@ -67,9 +67,10 @@ def open_source(opts: ReadOptions) -> "Iterator[Store | RemoteStore | Tier2Store
     if not os.path.exists(os.path.join(path, "STORE")):
         raise StoreNotFoundError(f"format('pravega'): there is no store at {os.path.abspath(path)} "
                                  "(no STORE marker) and no tier-2 folder: check option 'path'")
-    kwargs: dict[str, object] = {}
-    if opts.tier2 is not None:
-        kwargs["tier2"] = opts.tier2
+    # should this task be the first to open the store, it must not tier to a target the store
+    # does not use (the store does not record its own): without the tier2 option it owns it
+    # with tier 2 off, and a read of history only tier 2 still holds says to give the option
+    kwargs: dict[str, object] = {"tier2": False if opts.tier2 is None else opts.tier2}
     if opts.tier2_options:
         kwargs["tier2_options"] = opts.tier2_options
     store = open_store(path, **kwargs)  # type: ignore[arg-type]

@@ -24,12 +24,20 @@ from ..errors import InvalidConfigurationError
 from ..names import validate_scope, validate_stream
 from ..streamcut import StreamCut
 
-__all__ = ["ReadOptions", "parse_read_options", "READ_OPTIONS"]
+__all__ = ["ReadOptions", "StreamOptions", "parse_read_options", "parse_stream_options",
+           "READ_OPTIONS", "STREAM_OPTIONS", "DEFAULT_MAX_BYTES_PER_TRIGGER"]
 
 READ_OPTIONS = frozenset({
     "path", "scope", "stream", "start_stream_cut", "end_stream_cut", "min_partitions",
     "storage_options", "tier2", "tier2_options",
 })
+STREAM_OPTIONS = frozenset({
+    "path", "scope", "stream", "start_stream_cut", "max_events_per_trigger",
+    "max_bytes_per_trigger", "tier2", "tier2_options",
+})
+DEFAULT_MAX_BYTES_PER_TRIGGER = 128 << 20  # every micro-batch is bounded, the first too
+_UNITS = {"": 1, "b": 1, "k": 1 << 10, "kb": 1 << 10, "m": 1 << 20, "mb": 1 << 20,
+          "g": 1 << 30, "gb": 1 << 30}
 
 
 @dataclass(frozen=True, slots=True)
@@ -51,6 +59,27 @@ class ReadOptions:
     def is_tier2(self) -> bool:
         """The path is a tier-2 URL or folder, read with no store (``pe.open_tier2``)."""
         return is_tier2_path(self.path)
+
+
+@dataclass(frozen=True, slots=True)
+class StreamOptions:
+    """A micro-batch read (``readStream``) of a stream of a store directory: where it starts
+    (None: the head; "latest": the tail when the query starts) and each batch's soft limits."""
+
+    path: str
+    scope: str
+    stream: str
+    start: StreamCut | str | None = "latest"
+    max_events: int | None = None
+    max_bytes: int = DEFAULT_MAX_BYTES_PER_TRIGGER
+    tier2: str | bool | None = None
+    tier2_options: dict[str, object] = field(default_factory=dict)
+
+    @property
+    def read(self) -> ReadOptions:
+        """The batch-read options a micro-batch's partitions are read with."""
+        return ReadOptions(path=self.path, scope=self.scope, stream=self.stream, tier2=self.tier2,
+                           tier2_options=dict(self.tier2_options))
 
 
 def is_tier2_path(path: str) -> bool:
@@ -139,3 +168,45 @@ def parse_read_options(opts: Mapping[str, str]) -> ReadOptions:
         tier2=_tier2(low.get("tier2")),
         tier2_options=_json_map(low, "tier2_options"),
     )
+
+
+def parse_size(raw: str, name: str) -> int:
+    """``64m``, ``512k``, ``1g``, ``1048576``: a byte count >= 1 (binary units)."""
+    text = str(raw).strip().lower()
+    digits = text.rstrip("bkmg")
+    unit = text[len(digits):]
+    if not digits.isdigit() or unit not in _UNITS or int(digits) < 1:
+        raise InvalidConfigurationError(f"option {name} must be a size such as 64m, 512k or 1048576, "
+                                        f"got {raw!r}")
+    return int(digits) * _UNITS[unit]
+
+
+def parse_stream_options(opts: Mapping[str, str]) -> StreamOptions:
+    """``StreamOptions`` from Spark's option map (invariant 1)."""
+    low = {str(k).lower(): v for k, v in opts.items()}
+    unknown = sorted(set(low) - STREAM_OPTIONS)
+    if unknown:
+        raise InvalidConfigurationError(
+            f"readStream.format('pravega') has no option {', '.join(map(repr, unknown))}; its options "
+            f"are {', '.join(sorted(STREAM_OPTIONS))} (docs/spark.md)")
+    for name in ("path", "scope", "stream"):
+        if not low.get(name):
+            raise InvalidConfigurationError(f"format('pravega') needs option {name!r} (docs/spark.md)")
+    scope, stream = validate_scope(low["scope"]), validate_stream(low["stream"])
+    path = str(low["path"])
+    if is_tier2_path(path):
+        raise InvalidConfigurationError(f"readStream.format('pravega') reads a store directory, not a "
+                                        f"tier-2 URL ({path}): tier 2 is history; read it in batch")
+    text = str(low.get("start_stream_cut", "latest")).strip()
+    start: StreamCut | str | None
+    if text.lower() == "latest":
+        start = "latest"
+    else:
+        start = _cut(low, "start_stream_cut", "earliest", scope, stream)
+    raw_events = low.get("max_events_per_trigger")
+    return StreamOptions(
+        path=path, scope=scope, stream=stream, start=start,
+        max_events=None if raw_events is None else _positive_int(low, "max_events_per_trigger", 1),
+        max_bytes=(parse_size(low["max_bytes_per_trigger"], "max_bytes_per_trigger")
+                   if low.get("max_bytes_per_trigger") else DEFAULT_MAX_BYTES_PER_TRIGGER),
+        tier2=_tier2(low.get("tier2")), tier2_options=_json_map(low, "tier2_options"))

@@ -1,7 +1,8 @@
-"""The PySpark Python data source "pravega" (pyspark >= 4.2): batch reads.
+"""The PySpark Python data source "pravega" (pyspark >= 4.2): batch and micro-batch reads.
 
-Owns: ``PravegaDataSource`` (its name, schema and reader) and ``PravegaBatchReader`` (a read's
-partitions, one per segment range, and reading one). Options are parsed by ``options``; the
+Owns: ``PravegaDataSource`` (its name, schema, batch reader and stream reader, the latter in
+``microbatch``) and ``PravegaBatchReader`` (a read's partitions, one per segment range, and
+reading one). Options are parsed by ``options``; the
 work is ``batchread``'s. Spark pickles the reader to its Python workers: it holds only the
 parsed options and never an open store.
 
@@ -19,12 +20,12 @@ from __future__ import annotations
 from typing import Iterator, Sequence
 
 import pyarrow as pa
-from pyspark.sql.datasource import DataSource, DataSourceReader, InputPartition
+from pyspark.sql.datasource import DataSource, DataSourceReader, DataSourceStreamReader, InputPartition
 from pyspark.sql.types import StructType
 
 from ..batch import SegmentRange
 from .batchread import SPARK_SCHEMA, plan_ranges, read_range
-from .options import ReadOptions, parse_read_options
+from .options import ReadOptions, parse_read_options, parse_stream_options
 
 __all__ = ["PravegaDataSource", "PravegaBatchReader", "RangePartition"]
 
@@ -71,3 +72,7 @@ class PravegaDataSource(DataSource):
 
     def reader(self, schema: StructType) -> DataSourceReader:
         return PravegaBatchReader(parse_read_options(self.options))
+
+    def streamReader(self, schema: StructType) -> DataSourceStreamReader:
+        from .microbatch import PravegaStreamReader
+        return PravegaStreamReader(parse_stream_options(self.options))

@@ -106,9 +106,10 @@ def test_a_store_no_process_holds_is_opened_by_the_workers(spark, tmp_path):
         store.create_stream("iot", "sensors", pe.StreamConfiguration(scaling=pe.ScalingPolicy.fixed(4)))
         _write(store, 0, 8000)
         want = _slice_rows(store.read_slice("iot", "sensors"))
-    # closed: the first worker task to open it owns it, the others connect to that one (and
-    # reopen and resume if it closes first)
-    assert _spark_rows(_load(spark, tmp_path / "data", min_partitions="8", tier2="false")) == want
+    # closed: the first worker task to open it owns it (tier 2 off: no tier2 option), the
+    # others connect to that one (and reopen and resume if it closes first)
+    assert _spark_rows(_load(spark, tmp_path / "data", min_partitions="8")) == want
+    assert not (tmp_path / "data" / "tier2").exists()  # no task tiered anywhere
     with pe.open(tmp_path / "data", tier2=False) as store:  # and it still opens, unchanged
         assert _slice_rows(store.read_slice("iot", "sensors")) == want
 
