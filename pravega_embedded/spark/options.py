@@ -147,18 +147,23 @@ def _tier2(raw: str | None) -> str | bool | None:
     return False if text.lower() == "false" else text
 
 
-def parse_read_options(opts: Mapping[str, str]) -> ReadOptions:
-    """``ReadOptions`` from Spark's option map (case-insensitive names; invariant 1)."""
+def _checked(opts: Mapping[str, str], known: frozenset[str], what: str) -> tuple[dict[str, str], str, str]:
+    """The options by lower-case name, with the required ones there and none unknown
+    (invariant 1); and the stream's checked scope and name."""
     low = {str(k).lower(): v for k, v in opts.items()}
-    unknown = sorted(set(low) - READ_OPTIONS)
+    unknown = sorted(set(low) - known)
     if unknown:
-        raise InvalidConfigurationError(
-            f"format('pravega') has no option {', '.join(map(repr, unknown))}; its options are "
-            f"{', '.join(sorted(READ_OPTIONS))} (docs/spark.md)")
+        raise InvalidConfigurationError(f"{what} has no option {', '.join(map(repr, unknown))}; its "
+                                        f"options are {', '.join(sorted(known))} (docs/spark.md)")
     for name in ("path", "scope", "stream"):
         if not low.get(name):
-            raise InvalidConfigurationError(f"format('pravega') needs option {name!r} (docs/spark.md)")
-    scope, stream = validate_scope(low["scope"]), validate_stream(low["stream"])
+            raise InvalidConfigurationError(f"{what} needs option {name!r} (docs/spark.md)")
+    return low, validate_scope(low["scope"]), validate_stream(low["stream"])
+
+
+def parse_read_options(opts: Mapping[str, str]) -> ReadOptions:
+    """``ReadOptions`` from Spark's option map (case-insensitive names; invariant 1)."""
+    low, scope, stream = _checked(opts, READ_OPTIONS, "format('pravega')")
     return ReadOptions(
         path=str(low["path"]), scope=scope, stream=stream,
         start=_cut(low, "start_stream_cut", "earliest", scope, stream),
@@ -183,16 +188,7 @@ def parse_size(raw: str, name: str) -> int:
 
 def parse_stream_options(opts: Mapping[str, str]) -> StreamOptions:
     """``StreamOptions`` from Spark's option map (invariant 1)."""
-    low = {str(k).lower(): v for k, v in opts.items()}
-    unknown = sorted(set(low) - STREAM_OPTIONS)
-    if unknown:
-        raise InvalidConfigurationError(
-            f"readStream.format('pravega') has no option {', '.join(map(repr, unknown))}; its options "
-            f"are {', '.join(sorted(STREAM_OPTIONS))} (docs/spark.md)")
-    for name in ("path", "scope", "stream"):
-        if not low.get(name):
-            raise InvalidConfigurationError(f"format('pravega') needs option {name!r} (docs/spark.md)")
-    scope, stream = validate_scope(low["scope"]), validate_stream(low["stream"])
+    low, scope, stream = _checked(opts, STREAM_OPTIONS, "readStream.format('pravega')")
     path = str(low["path"])
     if is_tier2_path(path):
         raise InvalidConfigurationError(f"readStream.format('pravega') reads a store directory, not a "

@@ -1,0 +1,52 @@
+"""The options of format("pravega"), checked where a query is planned: unknown names, missing
+ones, bad sizes, cuts of another stream and a tier-2 URL for a stream read fail with the
+library's InvalidConfigurationError naming the option (no Spark session needed)."""
+
+from __future__ import annotations
+
+import pytest
+
+from pravega_embedded import errors
+from pravega_embedded.spark.options import (DEFAULT_MAX_BYTES_PER_TRIGGER, parse_read_options,
+                                            parse_stream_options)
+
+BASE = {"path": "/data", "scope": "iot", "stream": "sensors"}
+
+
+def test_defaults_and_case_insensitive_names():
+    r = parse_read_options({**BASE, "MIN_PARTITIONS": "4"})
+    assert (r.start, r.end, r.min_partitions, r.tier2) == (None, None, 4, None)
+    s = parse_stream_options({**BASE, "Max_Bytes_Per_Trigger": "64m", "max_events_per_trigger": "10"})
+    assert (s.start, s.max_bytes, s.max_events) == ("latest", 64 << 20, 10)
+    assert parse_stream_options(BASE).max_bytes == DEFAULT_MAX_BYTES_PER_TRIGGER
+    assert parse_stream_options({**BASE, "start_stream_cut": "earliest"}).start is None
+    assert parse_stream_options({**BASE, "tier2": "false"}).tier2 is False
+    assert parse_stream_options({**BASE, "max_bytes_per_trigger": "512K"}).max_bytes == 512 << 10
+
+
+@pytest.mark.parametrize("options, text", [
+    ({"end_stream_cuts": "latest"}, "no option 'end_stream_cuts'"),
+    ({"stream": ""}, "needs option 'stream'"),
+    ({"start_stream_cut": "pe1:iot/other:0=0"}, "not of iot/sensors"),
+    ({"start_stream_cut": "latest"}, "reads nothing"),
+    ({"end_stream_cut": "earliest"}, "reads nothing"),
+    ({"min_partitions": "x"}, "min_partitions"),
+    ({"storage_options": "[1]"}, "JSON object"),
+    ({"scope": "../etc"}, "scope"),
+])
+def test_bad_read_options(options, text):
+    with pytest.raises((errors.InvalidConfigurationError, errors.InvalidStreamCutError,
+                        errors.InvalidNameError), match=text):
+        parse_read_options({**BASE, **options})
+
+
+@pytest.mark.parametrize("options, text", [
+    ({"min_partitions": "2"}, "no option 'min_partitions'"),
+    ({"max_bytes_per_trigger": "64x"}, "max_bytes_per_trigger"),
+    ({"max_bytes_per_trigger": "0"}, "max_bytes_per_trigger"),
+    ({"max_events_per_trigger": "-1"}, "max_events_per_trigger"),
+    ({"path": "s3://bucket/t2"}, "not a tier-2 URL"),
+])
+def test_bad_stream_options(options, text):
+    with pytest.raises(errors.InvalidConfigurationError, match=text):
+        parse_stream_options({**BASE, **options})
