@@ -124,10 +124,10 @@ def read_range(opts: ReadOptions, rng: SegmentRange) -> Iterator[pa.RecordBatch]
 
 def _after_last(batch: pa.RecordBatch) -> int:
     """The offset just after the batch's last event (its frame: header, key, payload)."""
-    i = batch.num_rows - 1
-    key = batch.column("routing_key")[i].as_py()
-    klen = 0 if key is None else len(key.encode("utf-8", "surrogateescape"))
-    return batch.column("offset")[i].as_py() + _FRAME_HEADER + klen + len(batch.column("event")[i].as_py())
+    last = batch.slice(batch.num_rows - 1)  # measured in Arrow: a large event is not copied
+    klen = pc.binary_length(last.column("routing_key"))[0].as_py() or 0
+    return last.column("offset")[0].as_py() + _FRAME_HEADER + klen + \
+        pc.binary_length(last.column("event"))[0].as_py()
 
 
 def _spark_batch(batch: pa.RecordBatch, scope: str, stream: str) -> pa.RecordBatch:

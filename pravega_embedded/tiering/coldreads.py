@@ -61,12 +61,12 @@ import pyarrow.compute as pc
 
 from .._native import check, ffi, lib
 from ..arrow import SCHEMA as SLICE_SCHEMA
-from ..arrow import TIMED_SCHEMA, WRITE_TIME
+from ..arrow import TIMED_SCHEMA
 from ..errors import CorruptDataError
 from ..frames import FRAME_HEADER_SIZE, NO_KEY
 from .layout import ROW_GROUP_BYTES
 from .manifest import TieredFile
-from .parquetfile import OpenedFile, read_segment_file
+from .parquetfile import OpenedFile, as_slice_table, read_segment_file
 from .target import Tier2Target
 
 if TYPE_CHECKING:
@@ -259,14 +259,7 @@ class ColdReads:
             self.loads += 1
             _check_covers(table, pos, stop, f"segment {seg.name}: tier-2 file {f.name} of "
                                             f"{self.target.url}")
-            n = table.num_rows
-            cols = [table.column("event").cast(pa.large_binary()),
-                    table.column("routing_key").cast(pa.large_string()),
-                    pa.repeat(pa.scalar(seg.segment_id, pa.int64()), n),
-                    table.column("offset")]
-            if timed:
-                cols.append(table.column("write_time").cast(WRITE_TIME))
-            parts.append(pa.Table.from_arrays(cols, schema=schema))
+            parts.append(as_slice_table(table, seg.segment_id, timed))
             pos = stop
         return pa.concat_tables(parts) if parts else schema.empty_table()
 

@@ -43,6 +43,7 @@ LOG = logging.getLogger("pravega_embedded.tiering")
 _READERS = max(2, min(4, os.cpu_count() or 1))  # row groups of one read decoded at once
 
 __all__ = ["SegmentRows", "rows_table", "split_groups", "write_segment_file", "read_segment_file",
+           "as_slice_table",
            "verify_segment_file", "file_rel", "OpenedFile"]
 
 
@@ -184,6 +185,20 @@ class _Count:
     def check(self) -> None:
         if self.events == 0:
             raise InvalidConfigurationError(f"{self.what}: a tier-2 file needs one or more events")
+
+
+def as_slice_table(table: pa.Table, segment_id: int, timed: bool) -> pa.Table:
+    """A file's rows (``read_segment_file``) in a slice's schema: ``arrow.SCHEMA``, or with
+    ``timed`` ``arrow.TIMED_SCHEMA`` (write_time last)."""
+    from ..arrow import SCHEMA as SLICE_SCHEMA
+    from ..arrow import TIMED_SCHEMA, WRITE_TIME
+    n = table.num_rows
+    cols = [table.column("event").cast(pa.large_binary()),
+            table.column("routing_key").cast(pa.large_string()),
+            pa.repeat(pa.scalar(segment_id, pa.int64()), n), table.column("offset")]
+    if timed:
+        cols.append(table.column("write_time").cast(WRITE_TIME))
+    return pa.Table.from_arrays(cols, schema=TIMED_SCHEMA if timed else SLICE_SCHEMA)
 
 
 def read_segment_file(target: Tier2Target, scope: str, stream: str, f: TieredFile,

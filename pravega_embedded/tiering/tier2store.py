@@ -33,7 +33,6 @@ import pyarrow as pa
 
 from ..arrow import SCHEMA as SLICE_SCHEMA
 from ..arrow import TIMED_SCHEMA as _TIMED
-from ..arrow import WRITE_TIME
 from ..batch import SegmentRange, segment_ranges
 from ..errors import (InvalidConfigurationError, InvalidStreamCutError, ScopeNotFoundError,
                       SegmentNotFoundError, StoreClosedError, StreamKindError, StreamNotFoundError,
@@ -44,7 +43,7 @@ from ..serializers import Serializer, resolve
 from ..streamcut import StreamCut, format_segment_id
 from ..topology import check_cut
 from .manifest import Manifest, SegmentNode, latest_manifest
-from .parquetfile import read_segment_file
+from .parquetfile import as_slice_table, read_segment_file
 from .target import Tier2Target
 
 if TYPE_CHECKING:
@@ -145,15 +144,8 @@ class Tier2Slice:
 
     def arrow_batches(self, *, write_time: bool = True) -> Iterator[pa.RecordBatch]:
         """``to_arrow()``'s record batches, read a file (a slice of it) at a time."""
-        schema = _TIMED if write_time else SLICE_SCHEMA
         for sid, t in self._tables():
-            n = t.num_rows
-            cols = [t.column("event").cast(pa.large_binary()),
-                    t.column("routing_key").cast(pa.large_string()),
-                    pa.repeat(pa.scalar(sid, pa.int64()), n), t.column("offset")]
-            if write_time:
-                cols.append(t.column("write_time").cast(WRITE_TIME))
-            yield from pa.Table.from_arrays(cols, schema=schema).to_batches()
+            yield from as_slice_table(t, sid, write_time).to_batches()
 
     def to_pandas(self) -> "pandas.DataFrame":
         """A pandas DataFrame with the columns of ``to_arrow()`` (needs pandas)."""
