@@ -12,6 +12,7 @@ import pytest
 
 import lazyfs
 from lazyfs import LazyFS, requires_lazyfs
+from pc_loop import PowerCutLoop
 
 
 
@@ -135,3 +136,25 @@ def test_commands_must_fit_in_100_bytes(lazy_fs: LazyFS):
     lazy_fs.close()
     lazy_fs.close()  # idempotent
     assert not lazyfs.is_mounted(lazy_fs.mnt) and not lazy_fs.alias.exists()
+
+
+@requires_lazyfs
+def test_lazyfs_dying_by_itself_is_checked_as_a_power_cut(lazy_fs: LazyFS, tmp_path: Path):
+    """LazyFS once died by itself under a child in CI (the child then failed with ENOTCONN). Its
+    cache died with it, which is a power cut: the loop checks it as one instead of failing on the
+    child's errors, says so, and the next cut runs on a fresh mount."""
+    loop = PowerCutLoop(lazy_fs, tmp_path, "writes", "harness: LazyFS killed on purpose")
+    wait_acks = loop._wait_acks
+
+    def then_lazyfs_dies(*args, **kwargs) -> None:
+        wait_acks(*args, **kwargs)
+        lazy_fs.proc.kill()
+
+    loop._wait_acks = then_lazyfs_dies
+    cut = loop.random_cut()
+    assert "LazyFS died by itself (exit status -9)" in cut.kind and loop.unplanned == 1
+    assert cut.acks >= 1 and cut.verified >= 1  # what was acknowledged before it died is there
+    loop._wait_acks = wait_acks
+    assert "died" not in loop.random_cut().kind
+    loop.finish()
+    assert "1 where LazyFS died by itself" in loop.summary()
