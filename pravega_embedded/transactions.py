@@ -28,8 +28,15 @@ Invariants:
      unknown (TxnNotFoundError), which refuses a stale operation just the same.
   6. Once the store's close has staged the pending events (stage_pending), no write is
      accepted (StoreClosedError): a write that returned is staged and durable at the close.
+  7. Several transactions of one stream committed together (``commit_many``) get one MERGE:
+     after any crash every event of them all is visible or none. Their LMDB records first
+     name a fresh group id, which that MERGE carries as its transaction id, so replay finishes
+     them all. With a mark, the same MERGE sets the committing writer's last sequence to it,
+     and a commit whose mark is not above the writer's last one (checked under the append
+     lock) commits nothing: its transactions are aborted (a replayed batch).
 
-Thread-safety: every public method may be called from any thread.
+Thread-safety: every public method may be called from any thread. ``commit_many`` takes the
+transactions' locks in the order of their ids (every other path holds one at a time).
 """
 
 from __future__ import annotations
@@ -38,6 +45,7 @@ import enum
 import threading
 import time
 import uuid
+from contextlib import ExitStack
 from typing import TYPE_CHECKING, Any, Iterable
 
 from .append import try_append
@@ -54,6 +62,7 @@ from .errors import (
     WriterClosedError,
 )
 from .frames import FRAME_HEADER_SIZE, FrameParser
+from .records import NO_SEQUENCE
 from .routing import encode_key, key_point, owner_index
 from .segment import Segment
 from .segsource import events_from
@@ -75,6 +84,8 @@ PRECREATE_MAX = 64  # begin_txn makes the staging segments of up to this many op
 _DRAIN_BYTES = 256 * 1024
 _PART_BYTES = 32 << 20
 _DRAIN_EVENTS = 4096
+# a part of a commit: ((parent sid it was staged for, transaction), parent now, sections)
+_Piece = tuple[tuple[int, int], Segment, list[tuple[int, int, int]]]
 
 
 class TxnStatus(str, enum.Enum):
@@ -111,6 +122,7 @@ class _TxnState:
         self.deadline_ns = deadline_ns
         self.created_ns = created_ns
         self.ended_ns = 0
+        self.group = ""  # hex id of the group commit this transaction is part of (invariant 7)
         self.staged = staged  # parent segment id -> staging segment
         self.lock = threading.RLock()
         self.pending: list[tuple[str | None, bytes]] = []  # (routing key, event), write order
@@ -124,10 +136,17 @@ class _TxnState:
 
     def record(self) -> dict[str, Any]:
         status = self.status if self.status in _DURABLE_STATUS else TxnStatus.OPEN  # invariant 2
-        return {"stream": self.st.key, "writer": self.writer_id, "status": status.value,
-                "lease": self.lease, "deadline_ns": self.deadline_ns, "created_ns": self.created_ns,
-                "ended_ns": self.ended_ns,
-                "staged": {str(sid): seg.uid for sid, seg in self.staged.items()}}
+        rec = {"stream": self.st.key, "writer": self.writer_id, "status": status.value,
+               "lease": self.lease, "deadline_ns": self.deadline_ns, "created_ns": self.created_ns,
+               "ended_ns": self.ended_ns,
+               "staged": {str(sid): seg.uid for sid, seg in self.staged.items()}}
+        if self.group:
+            rec["group"] = self.group
+        return rec
+
+
+class _Replayed(Exception):
+    """A group commit's mark is not above its writer's last one (invariant 7)."""
 
 
 class Transactions:
@@ -166,12 +185,14 @@ class Transactions:
                                       float(rec["lease"]), int(rec["deadline_ns"]),
                                       int(rec["created_ns"]), segs)
                     state.ended_ns = int(rec.get("ended_ns", 0))
+                    state.group = str(rec.get("group", ""))
                 except (KeyError, ValueError, TypeError, AttributeError) as exc:
                     raise CorruptDataError(
                         f"metadata {meta.path}: transaction record {hexid!r} is damaged ({exc!r})"
                     ) from None
-                if state.status == TxnStatus.OPEN and tid in done:
-                    state.status = TxnStatus.COMMITTED  # its MERGE was replayed (invariant 3)
+                if state.status == TxnStatus.OPEN and (
+                        tid in done or (state.group and uuid.UUID(state.group) in done)):
+                    state.status = TxnStatus.COMMITTED  # its MERGE was replayed (invariants 3, 7)
                     self._finish(w, state, now)
                 self._txns[tid] = state
             meta.delete_segments(w, list(orphans))  # staging of ended or unknown transactions
@@ -359,47 +380,92 @@ class Transactions:
             self._put(state)
 
     def commit(self, state: _TxnState) -> None:
-        with state.lock:
-            self._check_open(state, "commit")
-            st = state.st
+        self.commit_many([state])
+
+    def commit_many(self, states: list[_TxnState], writer_id: str = "", mark: int = NO_SEQUENCE) -> bool:
+        """Commit OPEN transactions of one stream as one MERGE (invariants 3, 7); with ``mark``
+        the MERGE also sets ``writer_id``'s last sequence. False: the mark was not above the
+        writer's last one, so the transactions were aborted instead."""
+        states = sorted({s.id: s for s in states}.values(), key=lambda s: s.id.bytes)
+        st = states[0].st
+        if any(s.st is not st for s in states):
+            raise InvalidConfigurationError("transactions committed together must be of one stream")
+        with ExitStack() as locks:
+            for state in states:
+                locks.enter_context(state.lock)
+            for state in states:
+                self._check_open(state, "commit")
             if st.deleted:
                 raise StreamNotFoundError(f"stream {st.key} was deleted")
-            state.status = TxnStatus.COMMITTING
-            merged = False
+            merge_id = states[0].id if len(states) == 1 else self._group(states)
+            for state in states:
+                state.status = TxnStatus.COMMITTING
+            appended: list[int] = []  # the MERGE's end once it is in the journal
             try:
-                self._drain(state)
-                engine = self.engine
-                # pieces: (order, intended parent, refs); order = the parent sid the events were
-                # staged for, so pieces copied after a scaling come before later ones (inv. 4)
-                pieces = [(sid, st.segments[sid], engine.index.staged_sections(seg))
-                          for sid, seg in sorted(state.staged.items())]
-                with engine.files.pinned():
-                    while True:
-                        appended: list[int] = []
-
-                        def on_append(end: int, appended: list[int] = appended) -> None:
-                            appended.append(end)  # the MERGE exists: no way back to OPEN
-                            self._finish_later(state)
-
-                        try:
-                            end = merge(engine, st, lambda p=pieces: _plan(p), txn_id=state.id,
-                                        writer_id=state.writer_id, on_append=on_append)
-                        finally:
-                            merged = bool(appended)
-                        if end >= 0:
-                            # the MERGE durable, and with it every staged byte before it
-                            engine.journal.make_durable(end, f"commit of transaction {state.id}")
-                            self._committed(state)
-                            return
-                        pieces = self._rebase(st, pieces)
-            except StreamSealedError:
-                if not merged:
+                for state in states:
+                    self._drain(state)
+                self._merge(st, states, merge_id, writer_id or states[0].writer_id, mark, appended)
+                return True
+            except _Replayed:
+                for state in states:
                     self._abort(state)
+                return False
+            except StreamSealedError:
+                if not appended:
+                    for state in states:
+                        self._abort(state)
                 raise
             except BaseException:
-                if not merged and state.status == TxnStatus.COMMITTING:
-                    state.status = TxnStatus.OPEN  # nothing of it is visible: it may be retried
+                for state in states:
+                    if not appended and state.status == TxnStatus.COMMITTING:
+                        state.status = TxnStatus.OPEN  # nothing of it is visible: it may be retried
                 raise
+
+    def _group(self, states: list[_TxnState]) -> uuid.UUID:
+        """Name a fresh group id in the transactions' LMDB records, before their MERGE
+        carries it (invariant 7); each attempt has its own, so a failed one names nothing."""
+        group = uuid.uuid4()
+        with self.engine.meta.write("group transactions for one commit") as w:
+            for state in states:
+                state.group = group.hex
+                self.engine.meta.put_txn(w, state.id.hex, state.record())
+        return group
+
+    def _merge(self, st: "StreamState", states: list[_TxnState], merge_id: uuid.UUID,
+               writer_id: str, mark: int, appended: list[int]) -> None:
+        """Write the MERGE of ``states``' staged events and make it durable (states locked,
+        COMMITTING; ``appended`` gets the MERGE's end as soon as it is in the journal: from
+        then on there is no way back to OPEN); raises _Replayed when the mark says the commit
+        happened already."""
+        engine = self.engine
+        # pieces: (order, intended parent, refs); order = (the parent sid the events were staged
+        # for, the transaction), so pieces copied after a scaling come before later ones (inv. 4)
+        pieces = [((sid, i), st.segments[sid], engine.index.staged_sections(seg))
+                  for i, state in enumerate(states) for sid, seg in sorted(state.staged.items())]
+
+        def plan() -> Parts | None:  # under the append lock, as the MERGE's note of the mark
+            if mark != NO_SEQUENCE:
+                last = engine.seqs.last(st.key, writer_id)
+                if last is not None and last >= mark:
+                    raise _Replayed()
+            return _plan(pieces)
+
+        def on_append(end: int) -> None:
+            appended.append(end)
+            for state in states:
+                self._finish_later(state)
+
+        with engine.files.pinned():
+            while True:
+                end = merge(engine, st, plan, txn_id=merge_id, writer_id=writer_id,
+                            last_seq=mark, on_append=on_append)
+                if end >= 0:
+                    # the MERGE durable, and with it every staged byte before it
+                    engine.journal.make_durable(end, f"commit of transaction {merge_id}")
+                    for state in states:
+                        self._committed(state)
+                    return
+                pieces = self._rebase(st, pieces)
 
     def _finish_later(self, state: _TxnState) -> None:
         """Queue the LMDB side of a commit for the checkpoint that passes its MERGE (append
@@ -425,8 +491,7 @@ class Transactions:
         state.staged = {}
         state.status = TxnStatus.COMMITTED
 
-    def _rebase(self, st: "StreamState", pieces: list[tuple[int, Segment, list[tuple[int, int, int]]]]
-                ) -> list[tuple[int, Segment, list[tuple[int, int, int]]]]:
+    def _rebase(self, st: "StreamState", pieces: list[_Piece]) -> list[_Piece]:
         """Copy the pieces whose parent was sealed by a scaling to the segments owning their
         keys now (invariant 4)."""
         engine = self.engine
@@ -560,10 +625,10 @@ class Transactions:
             return sum(1 for s in self._txns.values() if s.st is st and s.status == TxnStatus.OPEN)
 
 
-def _plan(pieces: list[tuple[int, Segment, list[tuple[int, int, int]]]]) -> Parts | None:
+def _plan(pieces: list[_Piece]) -> Parts | None:
     """The MERGE parts of ``pieces`` (append lock held): per parent, its pieces' sections in
     ascending order; None if a parent was sealed meanwhile."""
-    by_parent: dict[Segment, list[tuple[int, list[tuple[int, int, int]]]]] = {}
+    by_parent: dict[Segment, list[tuple[tuple[int, int], list[tuple[int, int, int]]]]] = {}
     for order, parent, refs in pieces:
         if parent.sealed:
             return None
@@ -698,6 +763,27 @@ class TransactionalEventStreamWriter:
         """The transaction with this id (from any writer object or process run)."""
         self._check_open()
         return Transaction(self, self._txns.get(self._st, txn_id))
+
+    def commit_transactions(self, txns: Iterable["Transaction | uuid.UUID | str"], *,
+                            mark: int | None = None) -> bool:
+        """Commit several OPEN transactions of this stream as one: one atomic, durable step
+        makes every event of them all visible, or none, after a crash too. With ``mark`` (an
+        int >= 0, such as a batch number) that step also records it as this writer's last
+        mark, and a mark not above the last one commits nothing: the transactions are aborted
+        and False is returned (a replayed batch). True when committed."""
+        self._check_open()
+        if mark is not None and (isinstance(mark, bool) or not isinstance(mark, int)
+                                 or not 0 <= mark < NO_SEQUENCE):
+            raise InvalidConfigurationError(f"mark must be an int >= 0, got {mark!r}")
+        states = [t._state if isinstance(t, Transaction) else self._txns.get(self._st, t) for t in txns]
+        if not states:
+            raise InvalidConfigurationError("commit_transactions needs at least one transaction")
+        return self._txns.commit_many(states, self.writer_id, NO_SEQUENCE if mark is None else mark)
+
+    def last_mark(self) -> int | None:
+        """The last mark ``commit_transactions`` recorded for this writer id (None: none)."""
+        self._check_open()
+        return self._engine.seqs.last(self._st.key, self.writer_id)
 
     def close(self) -> None:
         """Idempotent. Open transactions stay open (until committed, aborted or expired); the

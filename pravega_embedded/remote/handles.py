@@ -443,6 +443,24 @@ class RemoteTransactionalWriter(_Owned):
     def get_txn(self, txn_id: uuid.UUID | str) -> "RemoteTransaction":
         return RemoteTransaction(self, _handle(self._call("get_txn", str(txn_id)), "get_txn"))
 
+    def commit_transactions(self, txns: Iterable["RemoteTransaction | uuid.UUID | str"], *,
+                            mark: int | None = None) -> bool:
+        """Commit several OPEN transactions of this stream as one atomic, durable step (with
+        ``mark``: recorded in that step; a mark not above the last one aborts them and returns
+        False). A ``RemoteTransaction``'s buffered events are sent first."""
+        ids = []
+        for t in txns:
+            if isinstance(t, RemoteTransaction):
+                t.flush()  # its buffered events reach the owner before the commit
+                t = t.txn_id
+            ids.append(str(t))
+        return bool(self._call("commit_transactions", ids, mark=mark))
+
+    def last_mark(self) -> int | None:
+        """The last mark ``commit_transactions`` recorded for this writer id (None: none)."""
+        mark = self._call("last_mark")
+        return None if mark is None else int(mark)  # type: ignore[call-overload]
+
     def close(self) -> None:
         """Idempotent. Open transactions stay open (until committed, aborted or expired)."""
         self._close()

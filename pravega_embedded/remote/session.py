@@ -115,7 +115,8 @@ HANDLE_KINDS: dict[type, HandleKind] = {
     GroupReader: HandleKind("group_reader", frozenset({
         "position", "position_before", "get_current_time_window", "close_before"})),
     CheckpointFuture: HandleKind("checkpoint", frozenset({"result", "done", "name"})),
-    TransactionalEventStreamWriter: HandleKind("txn_writer", frozenset({"begin_txn", "get_txn"})),
+    TransactionalEventStreamWriter: HandleKind("txn_writer", frozenset({
+        "begin_txn", "get_txn", "commit_transactions", "last_mark"})),
     Transaction: HandleKind("txn", frozenset({"flush", "commit", "abort", "ping", "status", "txn_id"})),
     ByteStream: HandleKind("byte_stream", frozenset({
         "seek", "tell", "flush", "head_offset", "tail_offset", "available", "truncate_before",
