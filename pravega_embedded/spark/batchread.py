@@ -12,7 +12,9 @@ Invariants:
      invariant 1); a partition's batches are in offset order.
   3. A range whose owner went away mid-read (the store's owner process closed or died) is
      reopened and resumed just after the last event already yielded: no event twice, none
-     lost. It gives up after ``RETRIES`` losses in a row with no event read in between.
+     lost. It gives up once ``HANDOVER_TIMEOUT`` seconds passed with owners lost and no event
+     read (short tasks that each own the store for a moment can hand it over many times in a
+     row on a busy machine: a count of losses is no measure).
 
 Thread-safety: each call opens and closes what it uses; nothing is shared.
 """
@@ -21,6 +23,7 @@ from __future__ import annotations
 
 import logging
 import os
+import time
 from contextlib import contextmanager
 from typing import TYPE_CHECKING, Iterator
 
@@ -36,7 +39,8 @@ if TYPE_CHECKING:
     from ..store import Store
     from ..tiering.tier2store import Tier2Store
 
-__all__ = ["SPARK_SCHEMA", "ARROW_SCHEMA", "plan_ranges", "read_range", "open_source", "RETRIES"]
+__all__ = ["SPARK_SCHEMA", "ARROW_SCHEMA", "plan_ranges", "read_range", "open_source", "Handovers",
+           "HANDOVER_TIMEOUT"]
 
 LOG = logging.getLogger("pravega_embedded.spark")
 
@@ -47,13 +51,14 @@ ARROW_SCHEMA = pa.schema([
     ("stream", pa.string()), ("segment_id", pa.int64()), ("offset", pa.int64()),
     ("write_time", pa.timestamp("us", tz="UTC")),
 ])
-RETRIES = 3
+HANDOVER_TIMEOUT = 120.0  # seconds of lost owners with no progress before a call gives up
 _FRAME_HEADER = 6  # an event's bytes in its segment: header + key + payload
 
 
 @contextmanager
-def open_source(opts: ReadOptions) -> "Iterator[Store | RemoteStore | Tier2Store]":
-    """What ``opts.path`` names, opened for reading, closed after (invariant 1)."""
+def open_source(opts: ReadOptions, *, create: bool = False) -> "Iterator[Store | RemoteStore | Tier2Store]":
+    """What ``opts.path`` names, opened, closed after; a missing store is created only when
+    ``create`` (a sink's planner; never a read: invariant 1)."""
     if opts.is_tier2:
         from ..tiering.tier2store import open_tier2
         t2 = open_tier2(opts.path, opts.storage_options or None)
@@ -64,7 +69,7 @@ def open_source(opts: ReadOptions) -> "Iterator[Store | RemoteStore | Tier2Store
         return
     from ..remote.opening import open as open_store
     path = opts.path[7:] if opts.path.startswith("file://") else opts.path
-    if not os.path.exists(os.path.join(path, "STORE")):
+    if not create and not os.path.exists(os.path.join(path, "STORE")):
         raise StoreNotFoundError(f"format('pravega'): there is no store at {os.path.abspath(path)} "
                                  "(no STORE marker) and no tier-2 folder: check option 'path'")
     # should this task be the first to open the store, it must not tier to a target the store
@@ -96,7 +101,7 @@ def plan_ranges(opts: ReadOptions) -> list[SegmentRange]:
 def read_range(opts: ReadOptions, rng: SegmentRange) -> Iterator[pa.RecordBatch]:
     """The events of ``rng`` as record batches in ``ARROW_SCHEMA`` (invariants 2 and 3)."""
     at = rng.start
-    failures, failed_at = 0, -1
+    handovers = Handovers(f"reading {rng!r}", at)
     while True:
         try:
             with open_source(opts) as src:
@@ -111,15 +116,35 @@ def read_range(opts: ReadOptions, rng: SegmentRange) -> Iterator[pa.RecordBatch]
                     at = _after_last(batch)
                     yield out
             return
-        except ConnectionLostError:
+        except ConnectionLostError as exc:
             # an owner hand-over (the task that owned the store finished and closed it) is
-            # normal: only failures without progress in between count
-            failures = failures + 1 if at == failed_at else 1
-            failed_at = at
-            if failures > RETRIES:
+            # normal: only time without progress counts
+            if not handovers.retry(at, exc):
                 raise
-            LOG.warning("reading %r: the store's owner went away at offset %d; reopening (%d of %d)",
-                        rng, at, failures, RETRIES)
+
+
+class Handovers:
+    """The owner losses of one call (invariant 3): ``retry(progress, exc)`` says whether to
+    reopen and go on (after a short pause), False once HANDOVER_TIMEOUT seconds passed since
+    ``progress`` last changed (or since the start, when it never did)."""
+
+    def __init__(self, what: str, progress: object = None) -> None:
+        self.what = what
+        self._progress = progress
+        self._since = time.monotonic()
+        self._losses = 0
+
+    def retry(self, progress: object, exc: BaseException) -> bool:
+        now = time.monotonic()
+        if progress != self._progress:
+            self._progress, self._since, self._losses = progress, now, 0
+        self._losses += 1
+        if now - self._since > HANDOVER_TIMEOUT:
+            return False
+        LOG.warning("%s: the store's owner went away (%s); reopening (%d in a row)", self.what, exc,
+                    self._losses)
+        time.sleep(min(1.0, 0.01 * self._losses))
+        return True
 
 
 def _after_last(batch: pa.RecordBatch) -> int:

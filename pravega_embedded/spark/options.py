@@ -21,11 +21,12 @@ from dataclasses import dataclass, field
 from typing import Mapping
 
 from ..errors import InvalidConfigurationError
-from ..names import validate_scope, validate_stream
+from ..names import validate_scope, validate_stream, validate_writer_id
 from ..streamcut import StreamCut
 
-__all__ = ["ReadOptions", "StreamOptions", "parse_read_options", "parse_stream_options",
-           "READ_OPTIONS", "STREAM_OPTIONS", "DEFAULT_MAX_BYTES_PER_TRIGGER"]
+__all__ = ["ReadOptions", "StreamOptions", "WriteOptions", "parse_read_options",
+           "parse_stream_options", "parse_write_options", "READ_OPTIONS", "STREAM_OPTIONS",
+           "WRITE_OPTIONS", "DEFAULT_MAX_BYTES_PER_TRIGGER", "DEFAULT_TXN_LEASE"]
 
 READ_OPTIONS = frozenset({
     "path", "scope", "stream", "start_stream_cut", "end_stream_cut", "min_partitions",
@@ -35,7 +36,12 @@ STREAM_OPTIONS = frozenset({
     "path", "scope", "stream", "start_stream_cut", "max_events_per_trigger",
     "max_bytes_per_trigger", "tier2", "tier2_options",
 })
+WRITE_OPTIONS = frozenset({
+    "path", "scope", "stream", "exactly_once", "writer_id", "txn_lease", "tier2", "tier2_options",
+    "checkpointlocation",  # Spark's own, passed on to every streaming sink
+})
 DEFAULT_MAX_BYTES_PER_TRIGGER = 128 << 20  # every micro-batch is bounded, the first too
+DEFAULT_TXN_LEASE = 3600.0  # a task's transaction waits this long for the driver's commit
 _UNITS = {"": 1, "b": 1, "k": 1 << 10, "kb": 1 << 10, "m": 1 << 20, "mb": 1 << 20,
           "g": 1 << 30, "gb": 1 << 30}
 
@@ -78,6 +84,28 @@ class StreamOptions:
     @property
     def read(self) -> ReadOptions:
         """The batch-read options a micro-batch's partitions are read with."""
+        return ReadOptions(path=self.path, scope=self.scope, stream=self.stream, tier2=self.tier2,
+                           tier2_options=dict(self.tier2_options))
+
+
+@dataclass(frozen=True, slots=True)
+class WriteOptions:
+    """A write (``df.write`` / ``writeStream``) to a stream of a store directory: exactly once
+    through transactions (default) or plain writes; the writer id of the sink's marks (None: the
+    streaming query's id); the lease of each task's transaction."""
+
+    path: str
+    scope: str
+    stream: str
+    exactly_once: bool = True
+    writer_id: str | None = None
+    txn_lease: float = DEFAULT_TXN_LEASE
+    tier2: str | bool | None = None
+    tier2_options: dict[str, object] = field(default_factory=dict)
+
+    @property
+    def store(self) -> ReadOptions:
+        """How a Spark process opens the store (as a read does)."""
         return ReadOptions(path=self.path, scope=self.scope, stream=self.stream, tier2=self.tier2,
                            tier2_options=dict(self.tier2_options))
 
@@ -206,3 +234,28 @@ def parse_stream_options(opts: Mapping[str, str]) -> StreamOptions:
         max_bytes=(parse_size(low["max_bytes_per_trigger"], "max_bytes_per_trigger")
                    if low.get("max_bytes_per_trigger") else DEFAULT_MAX_BYTES_PER_TRIGGER),
         tier2=_tier2(low.get("tier2")), tier2_options=_json_map(low, "tier2_options"))
+
+
+def parse_write_options(opts: Mapping[str, str]) -> WriteOptions:
+    """``WriteOptions`` from Spark's option map (invariant 1)."""
+    low, scope, stream = _checked(opts, WRITE_OPTIONS, "write.format('pravega')")
+    path = str(low["path"])
+    if is_tier2_path(path):
+        raise InvalidConfigurationError(f"format('pravega') writes to a store directory, not to a "
+                                        f"tier-2 URL ({path}): tier 2 is written by the store's tiering")
+    once = str(low.get("exactly_once", "true")).strip().lower()
+    if once not in ("true", "false"):
+        raise InvalidConfigurationError(f"option exactly_once must be true or false, got {once!r}")
+    writer_id = low.get("writer_id") or None
+    if writer_id is not None:
+        validate_writer_id(str(writer_id))
+    raw_lease = str(low.get("txn_lease", DEFAULT_TXN_LEASE)).strip()
+    try:
+        lease = float(raw_lease)
+    except ValueError:
+        lease = -1.0
+    if not 0 < lease <= 86400:
+        raise InvalidConfigurationError(f"option txn_lease must be seconds in (0, 86400], got {raw_lease!r}")
+    return WriteOptions(path=path, scope=scope, stream=stream, exactly_once=once == "true",
+                        writer_id=None if writer_id is None else str(writer_id), txn_lease=lease,
+                        tier2=_tier2(low.get("tier2")), tier2_options=_json_map(low, "tier2_options"))

@@ -1,7 +1,8 @@
-"""The PySpark Python data source "pravega" (pyspark >= 4.2): batch and micro-batch reads.
+"""The PySpark Python data source "pravega" (pyspark >= 4.2): batch and micro-batch reads, and
+the sink.
 
-Owns: ``PravegaDataSource`` (its name, schema, batch reader and stream reader, the latter in
-``microbatch``) and ``PravegaBatchReader`` (a read's partitions, one per segment range, and
+Owns: ``PravegaDataSource`` (its name, schema, batch reader, stream reader (``microbatch``) and
+writers (``sink``)) and ``PravegaBatchReader`` (a read's partitions, one per segment range, and
 reading one). Options are parsed by ``options``; the
 work is ``batchread``'s. Spark pickles the reader to its Python workers: it holds only the
 parsed options and never an open store.
@@ -20,12 +21,19 @@ from __future__ import annotations
 from typing import Iterator, Sequence
 
 import pyarrow as pa
-from pyspark.sql.datasource import DataSource, DataSourceReader, DataSourceStreamReader, InputPartition
+from pyspark.sql.datasource import (
+    DataSource,
+    DataSourceReader,
+    DataSourceStreamReader,
+    DataSourceStreamWriter,
+    DataSourceWriter,
+    InputPartition,
+)
 from pyspark.sql.types import StructType
 
 from ..batch import SegmentRange
 from .batchread import SPARK_SCHEMA, plan_ranges, read_range
-from .options import ReadOptions, parse_read_options, parse_stream_options
+from .options import ReadOptions, parse_read_options, parse_stream_options, parse_write_options
 
 __all__ = ["PravegaDataSource", "PravegaBatchReader", "RangePartition"]
 
@@ -76,3 +84,15 @@ class PravegaDataSource(DataSource):
     def streamReader(self, schema: StructType) -> DataSourceStreamReader:
         from .microbatch import PravegaStreamReader
         return PravegaStreamReader(parse_stream_options(self.options))
+
+    def writer(self, schema: StructType, overwrite: bool) -> DataSourceWriter:
+        from .sink import PravegaBatchWriter, prepare
+        opts = parse_write_options(self.options)
+        prepare(opts, schema, overwrite, "df.write.format('pravega')")
+        return PravegaBatchWriter(opts)
+
+    def streamWriter(self, schema: StructType, overwrite: bool) -> DataSourceStreamWriter:
+        from .sink import PravegaStreamWriter, prepare
+        opts = parse_write_options(self.options)
+        prepare(opts, schema, overwrite, "writeStream.format('pravega')")
+        return PravegaStreamWriter(opts)

@@ -21,7 +21,9 @@ def moto_endpoint():
 
 
 @pytest.fixture(scope="module")
-def spark():
+def spark(request):
+    """The module's session: ``local[2]``, or the module's ``SPARK_MASTER`` (``local[2,3]``
+    retries a failed task twice, as a cluster does)."""
     try:
         from pyspark.sql import SparkSession
     except ImportError as exc:
@@ -32,7 +34,7 @@ def spark():
                     pytrace=False)
     saved = {k: os.environ.get(k) for k in ("PYSPARK_PYTHON", "PYSPARK_DRIVER_PYTHON")}
     os.environ["PYSPARK_PYTHON"] = os.environ["PYSPARK_DRIVER_PYTHON"] = sys.executable
-    session = (SparkSession.builder.master("local[2]").appName("pe-spark-source")
+    session = (SparkSession.builder.master(getattr(request.module, "SPARK_MASTER", "local[2]")).appName("pe-spark-source")
                .config("spark.ui.enabled", "false")
                .config("spark.ui.showConsoleProgress", "false")
                .config("spark.sql.shuffle.partitions", "2")

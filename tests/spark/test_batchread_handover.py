@@ -65,3 +65,26 @@ def test_a_range_resumes_exactly_after_its_owner_closes(tmp_path):
     finally:
         owner.stdin.close()
         owner.wait(60)
+
+
+def test_owners_lost_many_times_in_a_row_are_retried_until_time_without_progress(monkeypatch):
+    """In CI, short tasks each owning the store for a moment took it from a reader four times
+    in a row before it read anything, and a count of three failed the query: only time with no
+    progress gives up."""
+    from pravega_embedded.errors import ConnectionLostError
+    from pravega_embedded.spark import batchread
+
+    monkeypatch.setattr(batchread.time, "sleep", lambda s: None)
+    exc = ConnectionLostError("the owner closed")
+    h = batchread.Handovers("reading a range", 0)
+    assert all(h.retry(0, exc) for _ in range(20))
+    monkeypatch.setattr(batchread, "HANDOVER_TIMEOUT", 0.0)
+    clock = [batchread.time.monotonic()]
+    monkeypatch.setattr(batchread.time, "monotonic", lambda: clock[0])
+    h = batchread.Handovers("reading a range", 0)
+    clock[0] += 1.0
+    assert h.retry(0, exc) is False  # no progress for longer than the timeout: give up
+    h = batchread.Handovers("reading a range", 0)
+    assert h.retry(5, exc) is True  # progress: the clock starts again
+    clock[0] += 1.0
+    assert h.retry(5, exc) is False and h.retry(6, exc) is True

@@ -7,8 +7,9 @@ from __future__ import annotations
 import pytest
 
 from pravega_embedded import errors
-from pravega_embedded.spark.options import (DEFAULT_MAX_BYTES_PER_TRIGGER, parse_read_options,
-                                            parse_stream_options)
+from pravega_embedded.spark.options import (DEFAULT_MAX_BYTES_PER_TRIGGER, DEFAULT_TXN_LEASE,
+                                            parse_read_options, parse_stream_options,
+                                            parse_write_options)
 
 BASE = {"path": "/data", "scope": "iot", "stream": "sensors"}
 
@@ -50,3 +51,25 @@ def test_bad_read_options(options, text):
 def test_bad_stream_options(options, text):
     with pytest.raises(errors.InvalidConfigurationError, match=text):
         parse_stream_options({**BASE, **options})
+
+
+def test_write_options():
+    w = parse_write_options({**BASE, "checkpointLocation": "/ckpt"})
+    assert (w.exactly_once, w.writer_id, w.txn_lease) == (True, None, DEFAULT_TXN_LEASE)
+    w = parse_write_options({**BASE, "Exactly_Once": "FALSE", "writer_id": "etl-1", "txn_lease": "90"})
+    assert (w.exactly_once, w.writer_id, w.txn_lease) == (False, "etl-1", 90.0)
+    assert w.store.path == "/data" and w.store.scope == "iot"
+
+
+@pytest.mark.parametrize("options, text", [
+    ({"exactly_once": "yes"}, "exactly_once"),
+    ({"txn_lease": "0"}, "txn_lease"),
+    ({"txn_lease": "86401"}, "txn_lease"),
+    ({"txn_lease": "soon"}, "txn_lease"),
+    ({"writer_id": "a/b"}, "writer"),
+    ({"path": "s3://bucket/t2"}, "tier-2 URL"),
+    ({"start_stream_cut": "earliest"}, "no option 'start_stream_cut'"),
+])
+def test_bad_write_options(options, text):
+    with pytest.raises((errors.InvalidConfigurationError, errors.InvalidNameError), match=text):
+        parse_write_options({**BASE, **options})
