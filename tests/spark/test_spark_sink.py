@@ -17,7 +17,6 @@ from collections import Counter
 import pytest
 
 import pravega_embedded as pe
-from pravega_embedded import errors
 
 pytestmark = [pytest.mark.spark,
               pytest.mark.filterwarnings("ignore:PySpark does not yet fully support pandas:FutureWarning")]
