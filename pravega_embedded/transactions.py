@@ -42,6 +42,7 @@ transactions' locks in the order of their ids (every other path holds one at a t
 from __future__ import annotations
 
 import enum
+import itertools
 import threading
 import time
 import uuid
@@ -80,6 +81,7 @@ DEFAULT_LEASE = 120.0
 MAX_LEASE = 86400.0
 KEEP_ENDED_NS = 24 * 3600 * 10**9  # ended transactions are remembered this long,
 KEEP_ENDED_MAX = 100_000  # but at most this many (the oldest are forgotten first)
+MAX_GROUP = 100_000  # transactions one commit_transactions takes at most
 PRECREATE_MAX = 64  # begin_txn makes the staging segments of up to this many open segments
 _DRAIN_BYTES = 256 * 1024
 _PART_BYTES = 32 << 20
@@ -186,12 +188,12 @@ class Transactions:
                                       int(rec["created_ns"]), segs)
                     state.ended_ns = int(rec.get("ended_ns", 0))
                     state.group = str(rec.get("group", ""))
+                    group = uuid.UUID(state.group) if state.group else None
                 except (KeyError, ValueError, TypeError, AttributeError) as exc:
                     raise CorruptDataError(
                         f"metadata {meta.path}: transaction record {hexid!r} is damaged ({exc!r})"
                     ) from None
-                if state.status == TxnStatus.OPEN and (
-                        tid in done or (state.group and uuid.UUID(state.group) in done)):
+                if state.status == TxnStatus.OPEN and (tid in done or group in done):
                     state.status = TxnStatus.COMMITTED  # its MERGE was replayed (invariants 3, 7)
                     self._finish(w, state, now)
                 self._txns[tid] = state
@@ -386,12 +388,12 @@ class Transactions:
         """Commit OPEN transactions of one stream as one MERGE (invariants 3, 7); with ``mark``
         the MERGE also sets ``writer_id``'s last sequence. False: the mark was not above the
         writer's last one, so the transactions were aborted instead."""
-        states = sorted({s.id: s for s in states}.values(), key=lambda s: s.id.bytes)
+        states = list({s.id: s for s in states}.values())  # the caller's order: the events' order
         st = states[0].st
         if any(s.st is not st for s in states):
             raise InvalidConfigurationError("transactions committed together must be of one stream")
         with ExitStack() as locks:
-            for state in states:
+            for state in sorted(states, key=lambda s: s.id.bytes):  # the lock order
                 locks.enter_context(state.lock)
             for state in states:
                 self._check_open(state, "commit")
@@ -407,19 +409,30 @@ class Transactions:
                 self._merge(st, states, merge_id, writer_id or states[0].writer_id, mark, appended)
                 return True
             except _Replayed:
-                for state in states:
-                    self._abort(state)
+                self._abort_all(states)
                 return False
             except StreamSealedError:
                 if not appended:
-                    for state in states:
-                        self._abort(state)
+                    self._abort_all(states)
                 raise
             except BaseException:
                 for state in states:
                     if not appended and state.status == TxnStatus.COMMITTING:
                         state.status = TxnStatus.OPEN  # nothing of it is visible: it may be retried
                 raise
+
+    def _abort_all(self, states: list[_TxnState]) -> None:
+        """Abort each (locked, COMMITTING, nothing merged); one that fails goes back to OPEN
+        (its lease ends it), and the first failure is raised once all were tried."""
+        failure: BaseException | None = None
+        for state in states:
+            try:
+                self._abort(state)
+            except BaseException as exc:
+                state.status = TxnStatus.OPEN
+                failure = failure or exc
+        if failure is not None:
+            raise failure
 
     def _group(self, states: list[_TxnState]) -> uuid.UUID:
         """Name a fresh group id in the transactions' LMDB records, before their MERGE
@@ -442,6 +455,11 @@ class Transactions:
         # for, the transaction), so pieces copied after a scaling come before later ones (inv. 4)
         pieces = [((sid, i), st.segments[sid], engine.index.staged_sections(seg))
                   for i, state in enumerate(states) for sid, seg in sorted(state.staged.items())]
+        if mark != NO_SEQUENCE and not any(refs for _, _, refs in pieces):
+            # replay learns a mark's stream from the MERGE's parts: a MERGE of none would lose it
+            raise InvalidConfigurationError(
+                f"commit_transactions(mark={mark}): the transactions hold no events, so there is "
+                "nothing to mark: abort them instead")
 
         def plan() -> Parts | None:  # under the append lock, as the MERGE's note of the mark
             if mark != NO_SEQUENCE:
@@ -775,9 +793,19 @@ class TransactionalEventStreamWriter:
         if mark is not None and (isinstance(mark, bool) or not isinstance(mark, int)
                                  or not 0 <= mark < NO_SEQUENCE):
             raise InvalidConfigurationError(f"mark must be an int >= 0, got {mark!r}")
-        states = [t._state if isinstance(t, Transaction) else self._txns.get(self._st, t) for t in txns]
+        if isinstance(txns, (str, bytes, uuid.UUID, Transaction)) or not isinstance(txns, Iterable):
+            raise InvalidConfigurationError(
+                f"commit_transactions takes a list of transactions or ids, got {type(txns).__name__}")
+        states = []
+        for t in itertools.islice(txns, MAX_GROUP + 1):
+            state = t._state if isinstance(t, Transaction) else self._txns.get(self._st, t)
+            if state.st is not self._st:
+                raise TxnNotFoundError(f"transaction {state.id} is not one of {self._st.key}'s")
+            states.append(state)
         if not states:
             raise InvalidConfigurationError("commit_transactions needs at least one transaction")
+        if len(states) > MAX_GROUP:
+            raise InvalidConfigurationError(f"commit_transactions takes at most {MAX_GROUP} transactions")
         return self._txns.commit_many(states, self.writer_id, NO_SEQUENCE if mark is None else mark)
 
     def last_mark(self) -> int | None:

@@ -448,6 +448,9 @@ class RemoteTransactionalWriter(_Owned):
         """Commit several OPEN transactions of this stream as one atomic, durable step (with
         ``mark``: recorded in that step; a mark not above the last one aborts them and returns
         False). A ``RemoteTransaction``'s buffered events are sent first."""
+        if isinstance(txns, (str, bytes, uuid.UUID, RemoteTransaction)) or not isinstance(txns, Iterable):
+            raise InvalidConfigurationError(
+                f"commit_transactions takes a list of transactions or ids, got {type(txns).__name__}")
         ids = []
         for t in txns:
             if isinstance(t, RemoteTransaction):

@@ -126,17 +126,17 @@ def read_range(opts: ReadOptions, rng: SegmentRange) -> Iterator[pa.RecordBatch]
 class Handovers:
     """The owner losses of one call (invariant 3): ``retry(progress, exc)`` says whether to
     reopen and go on (after a short pause), False once HANDOVER_TIMEOUT seconds passed since
-    ``progress`` last changed (or since the start, when it never did)."""
+    the first loss after ``progress`` last changed."""
 
     def __init__(self, what: str, progress: object = None) -> None:
         self.what = what
         self._progress = progress
-        self._since = time.monotonic()
+        self._since: float | None = None  # the first loss since the last progress
         self._losses = 0
 
     def retry(self, progress: object, exc: BaseException) -> bool:
         now = time.monotonic()
-        if progress != self._progress:
+        if progress != self._progress or self._since is None:
             self._progress, self._since, self._losses = progress, now, 0
         self._losses += 1
         if now - self._since > HANDOVER_TIMEOUT:

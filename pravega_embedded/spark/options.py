@@ -42,6 +42,7 @@ WRITE_OPTIONS = frozenset({
 })
 DEFAULT_MAX_BYTES_PER_TRIGGER = 128 << 20  # every micro-batch is bounded, the first too
 DEFAULT_TXN_LEASE = 3600.0  # a task's transaction waits this long for the driver's commit
+MIN_TXN_LEASE = 10.0
 _UNITS = {"": 1, "b": 1, "k": 1 << 10, "kb": 1 << 10, "m": 1 << 20, "mb": 1 << 20,
           "g": 1 << 30, "gb": 1 << 30}
 
@@ -254,8 +255,9 @@ def parse_write_options(opts: Mapping[str, str]) -> WriteOptions:
         lease = float(raw_lease)
     except ValueError:
         lease = -1.0
-    if not 0 < lease <= 86400:
-        raise InvalidConfigurationError(f"option txn_lease must be seconds in (0, 86400], got {raw_lease!r}")
+    if not MIN_TXN_LEASE <= lease <= 86400:
+        raise InvalidConfigurationError(f"option txn_lease must be seconds in [{MIN_TXN_LEASE:g}, 86400] "
+                                        f"(a task's transaction waits that long for the commit), got {raw_lease!r}")
     return WriteOptions(path=path, scope=scope, stream=stream, exactly_once=once == "true",
                         writer_id=None if writer_id is None else str(writer_id), txn_lease=lease,
                         tier2=_tier2(low.get("tier2")), tier2_options=_json_map(low, "tier2_options"))

@@ -193,10 +193,13 @@ def commit_tasks(opts: WriteOptions, messages: Sequence[SinkCommit | None], writ
                 try:
                     done = tw.commit_transactions(ids, mark=mark)
                 except TxnFailedError:
-                    # a commit whose answer was lost with the owner may have happened
-                    if tried and all(tw.get_txn(i).status() == TxnStatus.COMMITTED for i in ids):
-                        return True
-                    raise
+                    if not tried:
+                        raise
+                    outcome = _lost_answer(tw, ids, mark)  # the owner went on without us?
+                    if outcome is None:
+                        time.sleep(0.05)  # it is still committing them
+                        continue
+                    done = outcome
                 finally:
                     tw.close()
         except ConnectionLostError as exc:
@@ -208,6 +211,20 @@ def commit_tasks(opts: WriteOptions, messages: Sequence[SinkCommit | None], writ
             LOG.info("batch %s of writer %s was committed before: this run of it committed nothing",
                      mark, writer_id)
         return done
+
+
+def _lost_answer(tw: object, ids: list[str], mark: int | None) -> bool | None:
+    """What became of a commit whose answer was lost with the owner: True (committed), False
+    (a replayed batch: aborted, the mark there), None (still committing); else it raises."""
+    statuses = {tw.get_txn(i).status() for i in ids}  # type: ignore[attr-defined]
+    if statuses == {TxnStatus.COMMITTED}:
+        return True
+    if statuses == {TxnStatus.ABORTED} and mark is not None and (tw.last_mark() or -1) >= mark:  # type: ignore[attr-defined]
+        return False
+    if TxnStatus.COMMITTING in statuses or TxnStatus.ABORTING in statuses:
+        return None
+    raise TxnFailedError(f"the commit of {len(ids)} transactions found them {sorted(s.value for s in statuses)} "
+                         "after losing the store's owner: the batch fails (Spark runs it again)")
 
 
 def abort_tasks(opts: WriteOptions, messages: Sequence[SinkCommit | None]) -> None:

@@ -68,7 +68,11 @@ def test_transactions_committed_together_become_visible_in_one_step(handle):
         stop.set()
         th.join()
     assert seen <= {0, 3 * N}, f"a reader saw part of the group: {sorted(seen)}"
+    times = handle.read_slice("g", "s").to_arrow(write_time=True).column("write_time").unique()
+    assert len(times) == 1, "one MERGE record puts every event of the group in its segments"
     got = _events(handle)
+    assert [e.split("|")[0] for e in got if e.endswith("|0")] == ["a", "b", "c"] or \
+        len({ev.segment_id for ev in handle.read_slice("g", "s")}) > 1  # the order given, per segment
     assert _per_tag(got) == {"a": N, "b": N, "c": N} and len(set(got)) == 3 * N
     _assert_per_key_order(got)
     assert {t.status() for t in txns} == {pe.TxnStatus.COMMITTED}
@@ -104,6 +108,14 @@ def test_bad_calls_change_nothing(handle):
     foreign = _txn(handle.create_transactional_writer("g", "t"), "f")
     with pytest.raises(errors.TxnNotFoundError):
         tw.commit_transactions([a, foreign.txn_id])
+    with pytest.raises(errors.TxnNotFoundError):
+        tw.commit_transactions([foreign], mark=7)  # the object, not only its id
+    with pytest.raises(errors.InvalidConfigurationError, match="list of transactions"):
+        tw.commit_transactions(str(a.txn_id))
+    empty = tw.begin_txn()
+    with pytest.raises(errors.InvalidConfigurationError, match="no events"):
+        tw.commit_transactions([empty], mark=4)  # replay could not restore a mark of nothing
+    assert empty.status() == pe.TxnStatus.OPEN
     ended = _txn(tw, "ended")
     ended.abort()
     with pytest.raises(errors.TxnFailedError, match="ABORTED|aborted"):

@@ -82,9 +82,10 @@ def test_owners_lost_many_times_in_a_row_are_retried_until_time_without_progress
     clock = [batchread.time.monotonic()]
     monkeypatch.setattr(batchread.time, "monotonic", lambda: clock[0])
     h = batchread.Handovers("reading a range", 0)
+    clock[0] += 1.0  # a long first read: the clock starts at the first loss, not before
+    assert h.retry(0, exc) is True
     clock[0] += 1.0
     assert h.retry(0, exc) is False  # no progress for longer than the timeout: give up
-    h = batchread.Handovers("reading a range", 0)
     assert h.retry(5, exc) is True  # progress: the clock starts again
     clock[0] += 1.0
     assert h.retry(5, exc) is False and h.retry(6, exc) is True

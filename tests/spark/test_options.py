@@ -64,6 +64,8 @@ def test_write_options():
 @pytest.mark.parametrize("options, text", [
     ({"exactly_once": "yes"}, "exactly_once"),
     ({"txn_lease": "0"}, "txn_lease"),
+    ({"txn_lease": "1e-300"}, "txn_lease"),
+    ({"txn_lease": "nan"}, "txn_lease"),
     ({"txn_lease": "86401"}, "txn_lease"),
     ({"txn_lease": "soon"}, "txn_lease"),
     ({"writer_id": "a/b"}, "writer"),

@@ -139,7 +139,7 @@ def test_a_streaming_copy_is_exactly_once_across_a_replayed_batch(spark, tmp_pat
                 if i % 100 == 99:
                     w.flush()  # sections of 100 events: batches of about 300
         q = _pipe(spark, path, ckpt)
-        q.awaitTermination(300)
+        assert q.awaitTermination(300), "the query did not end"
         assert q.exception() is None
         want = _events(store, "in")
         assert _events(store, "out") == want
@@ -152,7 +152,7 @@ def test_a_streaming_copy_is_exactly_once_across_a_replayed_batch(spark, tmp_pat
         for crc in ckpt.glob(f"commits/.{last.name}.crc"):
             crc.unlink()
         q = _pipe(spark, path, ckpt)
-        q.awaitTermination(300)
+        assert q.awaitTermination(300), "the query did not end"
         assert q.exception() is None
         assert (ckpt / "commits" / last.name).exists()  # the batch ran again and was committed
         assert _events(store, "out") == want  # ... as a no-op: nothing twice
@@ -160,6 +160,6 @@ def test_a_streaming_copy_is_exactly_once_across_a_replayed_batch(spark, tmp_pat
             for i in range(2000, 2500):
                 w.write_event(b"r%05d" % i, routing_key=f"s{i % 9}")
         q = _pipe(spark, path, ckpt)
-        q.awaitTermination(300)
+        assert q.awaitTermination(300), "the query did not end"
         assert q.exception() is None
         assert _events(store, "out") == _events(store, "in") and sum(_events(store, "out").values()) == 2500
