@@ -53,7 +53,7 @@ from .readergroup import (
 from .segment import SegmentInfo
 from .serializers import BytesSerializer, JsonSerializer, TextSerializer
 from .store import Store, open_temporary
-from .batch import SegmentRange
+from .batch import SegmentRange, Truncation
 from .stream import EpochInfo, SegmentWithRange, StreamInfo
 from .streamcut import StreamCut
 from .tiering import Tier2Slice, Tier2Store, Tier2StreamInfo, TieringStatus, open_tier2
@@ -94,6 +94,7 @@ __all__ = [
     "SegmentInfo",
     "EpochInfo",
     "SegmentRange",
+    "Truncation",
     "SegmentWithRange",
     "SegmentCountChange",
     "SegmentWatcher",

@@ -31,7 +31,7 @@ from .names import validate_scope, validate_stream
 from .reader import Slice
 from .segsource import SegmentSource, resolve_cut
 from .streamcut import StreamCut, format_segment_id
-from .topology import frontier
+from .topology import frontier, upper_bound
 
 if TYPE_CHECKING:
     from .engine import Engine
@@ -39,10 +39,11 @@ if TYPE_CHECKING:
     from .serializers import Serializer
     from .stream import StreamState
 
-__all__ = ["SegmentRange", "segment_ranges", "range_slice", "step_cut", "next_stream_cut",
-           "split_range", "split_ranges", "snap_up"]
+__all__ = ["SegmentRange", "Truncation", "segment_ranges", "range_slice", "step_cut",
+           "next_stream_cut", "split_range", "split_ranges", "snap_up", "skip_truncated"]
 
 _MAX_OFFSET = (1 << 63) - 1
+_ALL_BYTES = 1 << 62  # a byte budget that never runs out (counting events only)
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -94,6 +95,26 @@ class SegmentRange:
     def __repr__(self) -> str:
         return (f"SegmentRange({self.scope}/{self.stream} segment {format_segment_id(self.segment_id)} "
                 f"[{self.start}, {self.end}) {self.nbytes} bytes)")
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Truncation:
+    """What retention (or a truncate) deleted that a cut had not read yet
+    (``Store.skip_truncated``): ``cut`` is the later of the cut and the stream's head, segment
+    by segment; ``lost`` the ranges between them, predecessors first (empty: nothing lost)."""
+
+    cut: StreamCut
+    lost: tuple[SegmentRange, ...] = ()
+
+    @property
+    def nbytes(self) -> int:
+        """The bytes of events deleted before they were read."""
+        return sum(r.nbytes for r in self.lost)
+
+    def describe(self) -> str:
+        """The lost ranges for a person: ``segment 0#0 [100, 5000), ...``."""
+        return ", ".join(f"segment {format_segment_id(r.segment_id)} [{r.start}, {r.end})"
+                         for r in self.lost) or "nothing"
 
 
 def segment_ranges(scope: str, stream: str, ranges: list[tuple[int, int, int]]) -> list[SegmentRange]:
@@ -159,18 +180,37 @@ def split_ranges(engine: "Engine", ranges: list[SegmentRange], max_bytes: int | 
 
 def next_stream_cut(engine: "Engine", st: "StreamState", segs: Mapping[int, "Segment"],
                     start: Mapping[int, int], limit: Mapping[int, int], approx_bytes: int,
-                    max_events: int | None = None) -> StreamCut:
+                    max_events: int | None = None, min_events: int | None = None) -> StreamCut:
     """The cut about ``approx_bytes`` of framed events (and with ``max_events``, about that
     many events) after the full map ``start``, never past ``limit`` (per segment: the
     acknowledged length, or an end cut's offset). The budgets are shared by the segments of
     the frontier, each step snapped up to an event boundary (so a step may pass a budget by
     less than one section: soft limits, always progress); a segment read to its sealed end
-    opens its successors for the rest (invariant 2)."""
-    for name, v in (("approx_bytes", approx_bytes), ("max_events", max_events)):
+    opens its successors for the rest (invariant 2). With ``min_events``: ``start`` itself
+    (as a cut) while fewer events than that lie between it and ``limit``."""
+    for name, v in (("approx_bytes", approx_bytes), ("max_events", max_events),
+                    ("min_events", min_events)):
         if v is not None and (isinstance(v, bool) or not isinstance(v, int) or v <= 0):
             raise InvalidConfigurationError(f"{name} must be an int > 0, got {v!r}")
     full = {sid: start.get(sid, 0) for sid in segs}
-    budget, events = approx_bytes, max_events
+    if min_events is not None and _count(engine, segs, full, limit, min_events) < min_events:
+        return StreamCut.of(st.scope, st.name, frontier(segs, full))
+    return StreamCut.of(st.scope, st.name, frontier(segs, _step(engine, segs, full, limit, approx_bytes,
+                                                                max_events)[0]))
+
+
+def _count(engine: "Engine", segs: Mapping[int, "Segment"], full: dict[int, int],
+           limit: Mapping[int, int], upto: int) -> int:
+    """The events after ``full`` within ``limit``, counted up to about ``upto`` (by sections:
+    exact from a section's start, which is where steps and writes leave a cut)."""
+    return _step(engine, segs, dict(full), limit, _ALL_BYTES, upto)[1]
+
+
+def _step(engine: "Engine", segs: Mapping[int, "Segment"], full: dict[int, int],
+          limit: Mapping[int, int], approx_bytes: int, max_events: int | None) -> tuple[dict[int, int], int]:
+    """``next_stream_cut``'s walk: the new full map (``full`` updated) and the events taken
+    (0 when not counting)."""
+    budget, events, taken = approx_bytes, max_events, 0
     while budget > 0 and (events is None or events > 0):
         fr = frontier(segs, full)
         active = [sid for sid in sorted(fr) if full[sid] < limit.get(sid, 0)]
@@ -185,11 +225,12 @@ def next_stream_cut(engine: "Engine", st: "StreamState", segs: Mapping[int, "Seg
                 raise InvalidStreamCutError(f"no event boundary after {at} in segment {segs[sid].name}")
             full[sid] = new
             budget -= new - at
+            taken += n
             if events is not None:
                 events -= n
             if budget <= 0 or (events is not None and events <= 0):
                 break
-    return StreamCut.of(st.scope, st.name, frontier(segs, full))
+    return full, taken
 
 
 def _advance(src: SegmentSource, at: int, stop: int, nbytes: int, nevents: int | None) -> tuple[int, int]:
@@ -226,7 +267,8 @@ def range_slice(engine: "Engine", rng: SegmentRange, serializer: "Serializer | s
 
 
 def step_cut(engine: "Engine", scope: str, stream: str, start: StreamCut | None,
-             approx_bytes: int, max_events: int | None = None, end: StreamCut | None = None) -> StreamCut:
+             approx_bytes: int, max_events: int | None = None, end: StreamCut | None = None,
+             min_events: int | None = None) -> StreamCut:
     """``Store.get_next_stream_cut``: resolve ``start`` (None: the head) and ``end`` (None: no
     bound), snapshot the segments and their acknowledged lengths, and step
     (``next_stream_cut``)."""
@@ -243,4 +285,24 @@ def step_cut(engine: "Engine", scope: str, stream: str, start: StreamCut | None,
     elif any(full.get(sid, 0) < off for sid, off in head.items()):
         raise TruncatedDataError(f"get_next_stream_cut: the start is before the head of {st.key}")
     limit = visible if bound is None else {sid: min(v, bound.get(sid, 0)) for sid, v in visible.items()}
-    return next_stream_cut(engine, st, segs, full, limit, approx_bytes, max_events)
+    return next_stream_cut(engine, st, segs, full, limit, approx_bytes, max_events, min_events)
+
+
+def skip_truncated(engine: "Engine", scope: str, stream: str, cut: StreamCut) -> Truncation:
+    """``Store.skip_truncated``: ``cut`` moved up to the stream's head where it is before it
+    (the element-wise max of two consistent full maps is one: topology invariant 2), and what
+    lay between. Offsets after the head are checked as event boundaries; those before it cannot
+    be (their data is gone)."""
+    st = engine.stream(scope, stream, "events")
+    full = resolve_cut(engine, st, cut, "skip_truncated", check_boundaries=False)
+    if full is None:
+        raise InvalidStreamCutError("skip_truncated needs a cut with positions, not UNBOUNDED")
+    with engine.append_lock:
+        segs = dict(st.segments)
+        head = st.full_head()
+    for sid, off in cut.as_dict().items():
+        if off > head.get(sid, 0):
+            SegmentSource(engine, segs[sid]).check_boundary(off, "skip_truncated")
+    new = upper_bound(full, head)
+    lost = segment_ranges(scope, stream, [(sid, full.get(sid, 0), off) for sid, off in new.items()])
+    return Truncation(cut=StreamCut.of(st.scope, st.name, frontier(segs, new)), lost=tuple(lost))

@@ -35,7 +35,8 @@ from typing import TYPE_CHECKING, Any, Callable, Protocol
 
 from .append import append_events
 from .background import Background, StoreStatus
-from .batch import SegmentRange, range_slice, segment_ranges, split_ranges, step_cut
+from .batch import (SegmentRange, Truncation, range_slice, segment_ranges, skip_truncated, split_ranges,
+                    step_cut)
 from .budget import LocalBudget
 from .bytestream import ByteStream
 from .config import DEFAULT_FILE_AGE_S, DEFAULT_FILE_BYTES, StreamConfiguration, TieringOptions
@@ -68,6 +69,7 @@ from .serializers import Serializer
 from .storedir import StoreDir, new_store_id
 from .stream import StreamInfo, StreamState
 from .streamcut import StreamCut, segment_id
+from .timelookup import Timestamp, cut_at, timestamp_ns
 from .transactions import TransactionalEventStreamWriter, Transactions
 from .watch import SegmentCountChange, SegmentWatcher
 from .watermarks import Watermarks
@@ -687,13 +689,27 @@ class Store:
 
     def get_next_stream_cut(self, scope: str, stream: str, start: StreamCut | None,
                             approx_bytes: int, *, max_events: int | None = None,
-                            end: StreamCut | None = None) -> StreamCut:
+                            end: StreamCut | None = None, min_events: int | None = None) -> StreamCut:
         """The cut about ``approx_bytes`` of events (and at most about ``max_events`` events)
         after ``start`` (None: the head), on event boundaries, within acknowledged data and not
         past ``end``: bounded steps through a stream (successors only once their predecessors
         are read). Limits are soft: a step always moves if it can. At the tail (or ``end``) it
-        returns ``start``'s position."""
-        return step_cut(self._engine, scope, stream, start, approx_bytes, max_events, end)
+        returns ``start``'s position, and so it does while fewer than ``min_events`` events
+        are there to take."""
+        return step_cut(self._engine, scope, stream, start, approx_bytes, max_events, end, min_events)
+
+    def get_stream_cut_at(self, scope: str, stream: str, timestamp: Timestamp) -> StreamCut:
+        """The cut at a point in time (Kafka's offsets_for_times): per segment, the first event
+        written at or after ``timestamp`` (a datetime, seconds since the epoch, or ISO-8601
+        text with a zone), the end where everything was written before it, never before the
+        head. Read from it to get what was written since; end a slice at it for what was
+        written before (docs/event-time.md)."""
+        return cut_at(self._engine, scope, stream, timestamp_ns(timestamp))
+
+    def skip_truncated(self, scope: str, stream: str, cut: StreamCut) -> Truncation:
+        """``cut`` moved up to the stream's head where retention (or a truncate) deleted data
+        it had not read, and what was deleted (``Truncation.lost``: empty if nothing)."""
+        return skip_truncated(self._engine, scope, stream, cut)
 
     def fetch_event(self, pointer: EventPointer, *, serializer: Serializer | str | None = None) -> EventRead:
         """Read the one event an EventPointer points to."""

@@ -35,7 +35,7 @@ from collections import deque
 from collections.abc import Iterator
 from typing import TYPE_CHECKING, Protocol, TypeVar
 
-from ..batch import SegmentRange
+from ..batch import SegmentRange, Truncation
 from ..errors import (
     ConnectionLostError,
     EventTooLargeError,
@@ -52,6 +52,7 @@ from ..readergroup.config import ReaderGroupConfig
 from ..routing import encode_key
 from ..serializers import Serializer, resolve
 from ..streamcut import StreamCut
+from ..timelookup import Timestamp, iso_utc, timestamp_ns
 from ..writer import MAX_EVENT_SIZE, MAX_PENDING_EVENTS
 from .connection import Connection, TcpTarget, with_large
 from .handles import (
@@ -296,12 +297,29 @@ class RemoteStore:
 
     def get_next_stream_cut(self, scope: str, stream: str, start: "StreamCut | None",
                             approx_bytes: int, *, max_events: int | None = None,
-                            end: "StreamCut | None" = None) -> "StreamCut":
+                            end: "StreamCut | None" = None, min_events: int | None = None) -> "StreamCut":
         """As ``Store.get_next_stream_cut``."""
-        out = self._call("get_next_stream_cut", scope, stream, start, approx_bytes,
-                         max_events=max_events, end=end)
+        kwargs: dict[str, object] = {"max_events": max_events, "end": end}
+        if min_events is not None:  # an owner of the last release knows no min_events
+            kwargs["min_events"] = min_events
+        out = self._call("get_next_stream_cut", scope, stream, start, approx_bytes, **kwargs)
         if not isinstance(out, StreamCut):
             raise ProtocolError("get_next_stream_cut did not answer a StreamCut")
+        return out
+
+    def get_stream_cut_at(self, scope: str, stream: str, timestamp: Timestamp) -> "StreamCut":
+        """As ``Store.get_stream_cut_at`` (the time is sent as UTC text: one meaning on both
+        sides, whatever either's time zone)."""
+        out = self._call("get_stream_cut_at", scope, stream, iso_utc(timestamp_ns(timestamp)))
+        if not isinstance(out, StreamCut):
+            raise ProtocolError("get_stream_cut_at did not answer a StreamCut")
+        return out
+
+    def skip_truncated(self, scope: str, stream: str, cut: "StreamCut") -> Truncation:
+        """As ``Store.skip_truncated``."""
+        out = self._call("skip_truncated", scope, stream, cut)
+        if not isinstance(out, Truncation):
+            raise ProtocolError("skip_truncated did not answer a Truncation")
         return out
 
     def _open_handle(self, method: str, *args: object, **kwargs: object) -> tuple[Connection, Handle]:

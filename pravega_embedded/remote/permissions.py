@@ -42,6 +42,7 @@ _STREAM = {
     "update_stream": "admin", "truncate_stream": "admin", "stream_info": "read", "tiered_bytes": "read",
     "create_reader": "read", "read_slice": "read", "watch_segments": "read", "create_writer": "write",
     "get_segments": "read", "get_next_stream_cut": "read",
+    "get_stream_cut_at": "read", "skip_truncated": "read",
     "create_transactional_writer": "write", "create_byte_stream": "write",
 }
 _SCOPE = {"create_scope": "admin", "delete_scope": "admin"}

@@ -89,7 +89,7 @@ STORE_CALLS = frozenset({
     "list_reader_groups", "create_writer", "create_reader", "create_reader_group",
     "get_reader_group", "delete_reader_group", "create_transactional_writer",
     "create_byte_stream", "watch_segments", "read_slice", "get_segments", "read_segment_range",
-    "get_next_stream_cut",
+    "get_next_stream_cut", "get_stream_cut_at", "skip_truncated",
 })
 _NO_SERIALIZER = frozenset({"create_writer", "create_reader", "create_transactional_writer", "read_slice",
                             "read_segment_range"})

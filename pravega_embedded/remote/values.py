@@ -34,7 +34,7 @@ from ..errors import PravegaEmbeddedError, ProtocolError
 from ..events import EventPointer
 from ..readergroup.config import Checkpoint, Position, ReaderGroupConfig, SegmentDistribution
 from ..segment import SegmentInfo
-from ..batch import SegmentRange
+from ..batch import SegmentRange, Truncation
 from ..stream import EpochInfo, SegmentWithRange, StreamInfo
 from ..streamcut import StreamCut
 from ..watch import SegmentCountChange
@@ -55,7 +55,7 @@ _CONFIGS = (StreamConfiguration, ScalingPolicy, RetentionPolicy, ReaderGroupConf
 VALUE_TYPES: dict[str, type] = {
     cls.__name__: cls
     for cls in (StreamInfo, SegmentInfo,
-                EpochInfo, SegmentWithRange, SegmentRange, EventPointer, StoreStatus, BackgroundFailure,
+                EpochInfo, SegmentWithRange, SegmentRange, Truncation, EventPointer, StoreStatus, BackgroundFailure,
                 TimeWindow, SegmentCountChange, Position, Checkpoint, SegmentDistribution)
 }
 

@@ -10,7 +10,10 @@ Invariants:
      error naming it.
   2. The partitions of one read hold each event between its cuts exactly once (the batch API's
      invariant 1); a partition's batches are in offset order.
-  3. A range whose owner went away mid-read (the store's owner process closed or died) is
+  3. A range truncated away by retention while it is read is an error naming it; with
+     ``fail_on_data_loss`` false (micro-batch reads), what is left of it after the segment's
+     head is read and the rest skipped with a warning naming what was lost.
+  4. A range whose owner went away mid-read (the store's owner process closed or died) is
      reopened and resumed just after the last event already yielded: no event twice, none
      lost. It gives up once ``HANDOVER_TIMEOUT`` seconds passed with owners lost and no event
      read (short tasks that each own the store for a moment can hand it over many times in a
@@ -31,7 +34,8 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from ..batch import SegmentRange
-from ..errors import ConnectionLostError, StoreNotFoundError
+from ..errors import ConnectionLostError, StoreNotFoundError, TruncatedDataError
+from ..timelookup import iso_utc
 from .options import ReadOptions
 
 if TYPE_CHECKING:
@@ -86,20 +90,26 @@ def open_source(opts: ReadOptions, *, create: bool = False) -> "Iterator[Store |
 
 
 def plan_ranges(opts: ReadOptions) -> list[SegmentRange]:
-    """The read's ranges, split so there are at least ``min_partitions`` where the data allows
-    (ranges split at event boundaries; a tier-2 range at its files' boundaries)."""
+    """The read's ranges between its cuts (or the cuts at its timestamps), split so there are
+    at least ``min_partitions`` where the data allows (ranges split at event boundaries; a
+    tier-2 range at its files' boundaries)."""
     with open_source(opts) as src:
-        ranges = src.get_segments(opts.scope, opts.stream, opts.start, opts.end)
+        start, end = opts.start, opts.end
+        if opts.start_ns is not None:  # starting_timestamp / ending_timestamp: cuts at those times
+            start = src.get_stream_cut_at(opts.scope, opts.stream, iso_utc(opts.start_ns))
+        if opts.end_ns is not None:
+            end = src.get_stream_cut_at(opts.scope, opts.stream, iso_utc(opts.end_ns))
+        ranges = src.get_segments(opts.scope, opts.stream, start, end)
         if opts.min_partitions > len(ranges):
             total = sum(r.nbytes for r in ranges)
             if total:
-                ranges = src.get_segments(opts.scope, opts.stream, opts.start, opts.end,
+                ranges = src.get_segments(opts.scope, opts.stream, start, end,
                                           max_bytes=max(1, -(-total // opts.min_partitions)))
     return ranges
 
 
 def read_range(opts: ReadOptions, rng: SegmentRange) -> Iterator[pa.RecordBatch]:
-    """The events of ``rng`` as record batches in ``ARROW_SCHEMA`` (invariants 2 and 3)."""
+    """The events of ``rng`` as record batches in ``ARROW_SCHEMA`` (invariants 2 to 4)."""
     at = rng.start
     handovers = Handovers(f"reading {rng!r}", at)
     while True:
@@ -121,10 +131,34 @@ def read_range(opts: ReadOptions, rng: SegmentRange) -> Iterator[pa.RecordBatch]
             # normal: only time without progress counts
             if not handovers.retry(at, exc):
                 raise
+        except TruncatedDataError as exc:
+            resume = _after_truncation(opts, rng, at, exc)
+            if resume is None:
+                return
+            at = resume
+
+
+def _after_truncation(opts: ReadOptions, rng: SegmentRange, at: int, exc: TruncatedDataError) -> int | None:
+    """Where to go on in ``rng`` after retention truncated it at ``at`` mid-read: the
+    segment's head (None: nothing of the range is left), or an error (invariant 3)."""
+    what = (f"events of segment range {rng!r} from offset {at} were deleted by the stream's "
+            "retention (or a truncate) while Spark read them")
+    if opts.fail_on_data_loss:
+        raise TruncatedDataError(f"format('pravega'): {what} ({exc}). A micro-batch query skips "
+                                 "lost data with option fail_on_data_loss=false; a batch read: "
+                                 "plan it again") from exc
+    with open_source(opts) as src:
+        left = [r for r in src.get_segments(rng.scope, rng.stream) if r.segment_id == rng.segment_id]
+    head = left[0].start if left else rng.end
+    resume = max(at, head)
+    if resume <= at:  # the head is not past ``at``: not a truncation this can skip
+        raise exc
+    LOG.warning("%s: [%d, %d) skipped, fail_on_data_loss is false", what, at, min(resume, rng.end))
+    return resume if resume < rng.end else None
 
 
 class Handovers:
-    """The owner losses of one call (invariant 3): ``retry(progress, exc)`` says whether to
+    """The owner losses of one call (invariant 4): ``retry(progress, exc)`` says whether to
     reopen and go on (after a short pause), False once HANDOVER_TIMEOUT seconds passed since
     the first loss after ``progress`` last changed."""
 

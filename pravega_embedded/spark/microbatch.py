@@ -3,8 +3,10 @@
 Owns: the stream reader Spark's driver keeps for a query: its offsets (StreamCut frontiers as
 JSON with sorted keys), how far each micro-batch goes (admission control: the soft limits
 ``max_events_per_trigger`` and ``max_bytes_per_trigger``, or everything available when Spark
-asks so), ``Trigger.AvailableNow`` (a target cut fixed when the query starts), and a batch's
-partitions (the segment ranges between two offsets, read as batch reads are).
+asks so; ``min_events_per_trigger`` waiting at most ``max_trigger_delay``),
+``Trigger.AvailableNow`` (a target cut fixed when the query starts), data lost to retention
+(``fail_on_data_loss``) and a batch's partitions (the segment ranges between two offsets, read
+as batch reads are).
 
 Invariants:
   1. An offset is ``{"scope": .., "segments": {segment: offset, ...}, "stream": ..}`` with its
@@ -15,29 +17,44 @@ Invariants:
      successor's events are never in an earlier batch than its predecessor's last ones), and a
      batch with events to read always moves (limits are soft).
   3. With AvailableNow no offset passes the target cut taken in
-     ``prepareForTriggerAvailableNow``; the query ends once the target is reached.
+     ``prepareForTriggerAvailableNow``; the query ends once the target is reached
+     (``min_events_per_trigger`` does not apply: it would wait for data that never comes).
+  4. A start that retention (or a truncate) passed is never read from silently: with
+     ``fail_on_data_loss`` (default) the query fails naming the lost ranges; without, the
+     start moves up to the head (``Store.skip_truncated``) with a warning naming them.
+  5. With ``min_events_per_trigger`` N, no batch is planned while fewer than N events are
+     there, until ``max_trigger_delay`` has passed since the last batch (or the query's start).
 
 Thread-safety: Spark calls one method at a time.
 """
 
 from __future__ import annotations
 
-from typing import Iterator, Sequence
+import logging
+import time
+from typing import TYPE_CHECKING, Iterator, Sequence
 
 import pyarrow as pa
 from pyspark.sql.datasource import DataSourceStreamReader, InputPartition
 from pyspark.sql.streaming.datasource import ReadAllAvailable, ReadLimit, ReadMaxBytes, SupportsTriggerAvailableNow
 
 from ..batch import SegmentRange
-from ..errors import InvalidConfigurationError
+from ..errors import InvalidConfigurationError, TruncatedDataError
 from ..streamcut import StreamCut, format_segment_id, segment_id
+from ..tiering.tier2store import Tier2Store
+from ..timelookup import iso_utc
 from .batchread import open_source, read_range
 from .options import StreamOptions
 from .source import RangePartition
 
+if TYPE_CHECKING:
+    from ..remote.client import RemoteStore
+    from ..store import Store
+
 __all__ = ["PravegaStreamReader", "offset_of", "cut_of"]
 
 _ALL = 1 << 62  # "everything available": no byte budget
+LOG = logging.getLogger("pravega_embedded.spark")
 
 
 def offset_of(cut: StreamCut) -> dict:
@@ -69,11 +86,14 @@ class PravegaStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
     def __init__(self, opts: StreamOptions) -> None:
         self.opts = opts
         self._target: StreamCut | None = None  # AvailableNow's end (invariant 3)
+        self._last_batch = time.monotonic()  # when the last batch was planned (invariant 5)
 
     # ------------------------------------------------------------------ offsets
     def initialOffset(self) -> dict:
         o = self.opts
         with open_source(o.read) as store:
+            if o.start_ns is not None:
+                return offset_of(store.get_stream_cut_at(o.scope, o.stream, iso_utc(o.start_ns)))
             info = store.stream_info(o.scope, o.stream)
             if o.start == "latest":
                 return offset_of(info.tail)
@@ -85,14 +105,33 @@ class PravegaStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
     def latestOffset(self, start: dict, limit: ReadLimit) -> dict:
         o = self.opts
         cut = cut_of(start, o.scope, o.stream)
-        if isinstance(limit, ReadAllAvailable):
-            budget, events = _ALL, None
-        else:
-            budget, events = o.max_bytes, o.max_events
+        everything = isinstance(limit, ReadAllAvailable)
+        budget, events = (_ALL, None) if everything else (o.max_bytes, o.max_events)
+        waiting = (o.min_events is not None and not everything and self._target is None
+                   and time.monotonic() - self._last_batch < o.max_trigger_delay)
         with open_source(o.read) as store:
+            assert not isinstance(store, Tier2Store)  # parse_stream_options refuses tier-2 paths
+            cut = self._skip_lost(store, cut, "latestOffset")
             nxt = store.get_next_stream_cut(o.scope, o.stream, cut, budget, max_events=events,
-                                            end=self._target)
+                                            end=self._target, min_events=o.min_events if waiting else None)
+        if nxt != cut:
+            self._last_batch = time.monotonic()
         return offset_of(nxt)
+
+    def _skip_lost(self, store: "Store | RemoteStore", cut: StreamCut, when: str) -> StreamCut:
+        """``cut``, or the head where retention passed it (invariant 4)."""
+        o = self.opts
+        t = store.skip_truncated(o.scope, o.stream, cut)
+        if not t.lost:
+            return cut
+        what = (f"{t.nbytes} bytes of events of {o.scope}/{o.stream} were deleted by the stream's "
+                f"retention (or a truncate) before this query read them: {t.describe()}")
+        if o.fail_on_data_loss:
+            raise TruncatedDataError(f"readStream.format('pravega'): {what}. Set option "
+                                     "fail_on_data_loss to false to skip lost data with a warning, "
+                                     "or keep more of the stream (its retention policy)")
+        LOG.warning("%s (%s): skipped, fail_on_data_loss is false; reading on from the head", what, when)
+        return t.cut
 
     def reportLatestOffset(self) -> dict | None:
         o = self.opts
@@ -111,6 +150,9 @@ class PravegaStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         if a == b:
             return []
         with open_source(o.read) as store:
+            assert not isinstance(store, Tier2Store)
+            a = self._skip_lost(store, a, "partitions")
+            b = store.skip_truncated(o.scope, o.stream, b).cut  # passed too: nothing of it is left
             return [RangePartition(r) for r in store.get_segments(o.scope, o.stream, a, b)]
 
     def read(self, partition: InputPartition) -> Iterator[pa.RecordBatch]:

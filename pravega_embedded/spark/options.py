@@ -23,18 +23,21 @@ from typing import Mapping
 from ..errors import InvalidConfigurationError
 from ..names import validate_scope, validate_stream, validate_writer_id
 from ..streamcut import StreamCut
+from ..timelookup import timestamp_ns
 
 __all__ = ["ReadOptions", "StreamOptions", "WriteOptions", "parse_read_options",
            "parse_stream_options", "parse_write_options", "READ_OPTIONS", "STREAM_OPTIONS",
-           "WRITE_OPTIONS", "DEFAULT_MAX_BYTES_PER_TRIGGER", "DEFAULT_TXN_LEASE"]
+           "WRITE_OPTIONS", "DEFAULT_MAX_BYTES_PER_TRIGGER", "DEFAULT_TXN_LEASE",
+           "DEFAULT_MAX_TRIGGER_DELAY", "parse_size", "parse_duration"]
 
 READ_OPTIONS = frozenset({
-    "path", "scope", "stream", "start_stream_cut", "end_stream_cut", "min_partitions",
-    "storage_options", "tier2", "tier2_options",
+    "path", "scope", "stream", "start_stream_cut", "end_stream_cut", "starting_timestamp",
+    "ending_timestamp", "min_partitions", "storage_options", "tier2", "tier2_options",
 })
 STREAM_OPTIONS = frozenset({
-    "path", "scope", "stream", "start_stream_cut", "max_events_per_trigger",
-    "max_bytes_per_trigger", "tier2", "tier2_options",
+    "path", "scope", "stream", "start_stream_cut", "starting_timestamp", "max_events_per_trigger",
+    "max_bytes_per_trigger", "min_events_per_trigger", "max_trigger_delay", "fail_on_data_loss",
+    "tier2", "tier2_options",
 })
 WRITE_OPTIONS = frozenset({
     "path", "scope", "stream", "exactly_once", "writer_id", "txn_lease", "tier2", "tier2_options",
@@ -42,6 +45,7 @@ WRITE_OPTIONS = frozenset({
 })
 DEFAULT_MAX_BYTES_PER_TRIGGER = 128 << 20  # every micro-batch is bounded, the first too
 DEFAULT_TXN_LEASE = 3600.0  # a task's transaction waits this long for the driver's commit
+DEFAULT_MAX_TRIGGER_DELAY = 900.0  # min_events_per_trigger waits at most this long (Kafka's 15m)
 MIN_TXN_LEASE = 10.0
 _UNITS = {"": 1, "b": 1, "k": 1 << 10, "kb": 1 << 10, "m": 1 << 20, "mb": 1 << 20,
           "g": 1 << 30, "gb": 1 << 30}
@@ -57,10 +61,13 @@ class ReadOptions:
     stream: str
     start: StreamCut | None = None
     end: StreamCut | None = None
+    start_ns: int | None = None  # starting_timestamp: the cut at that time is the start
+    end_ns: int | None = None  # ending_timestamp: the cut at that time is the end
     min_partitions: int = 1
     storage_options: dict[str, object] = field(default_factory=dict)  # a tier-2 URL's fsspec options
     tier2: str | bool | None = None  # pe.open's tier2, should a worker be the first to open the store
     tier2_options: dict[str, object] = field(default_factory=dict)
+    fail_on_data_loss: bool = True  # a range truncated away while read: an error, or skipped
 
     @property
     def is_tier2(self) -> bool:
@@ -77,8 +84,12 @@ class StreamOptions:
     scope: str
     stream: str
     start: StreamCut | str | None = "latest"
+    start_ns: int | None = None  # starting_timestamp (instead of start)
     max_events: int | None = None
     max_bytes: int = DEFAULT_MAX_BYTES_PER_TRIGGER
+    min_events: int | None = None  # a batch waits for this many events ...
+    max_trigger_delay: float = DEFAULT_MAX_TRIGGER_DELAY  # ... at most this many seconds
+    fail_on_data_loss: bool = True
     tier2: str | bool | None = None
     tier2_options: dict[str, object] = field(default_factory=dict)
 
@@ -86,7 +97,8 @@ class StreamOptions:
     def read(self) -> ReadOptions:
         """The batch-read options a micro-batch's partitions are read with."""
         return ReadOptions(path=self.path, scope=self.scope, stream=self.stream, tier2=self.tier2,
-                           tier2_options=dict(self.tier2_options))
+                           tier2_options=dict(self.tier2_options),
+                           fail_on_data_loss=self.fail_on_data_loss)
 
 
 @dataclass(frozen=True, slots=True)
@@ -190,13 +202,39 @@ def _checked(opts: Mapping[str, str], known: frozenset[str], what: str) -> tuple
     return low, validate_scope(low["scope"]), validate_stream(low["stream"])
 
 
+def _time(opts: Mapping[str, str], name: str, instead_of: str) -> int | None:
+    """A timestamp option in ns: milliseconds since the epoch (spark-sql-kafka's form) or
+    ISO-8601 text with a zone; refused beside the cut option it replaces."""
+    raw = opts.get(name)
+    if raw is None or str(raw).strip() == "":
+        return None
+    if opts.get(instead_of) not in (None, ""):
+        raise InvalidConfigurationError(f"give {name} or {instead_of}, not both")
+    text = str(raw).strip()
+    if text.lstrip("-").isdigit():
+        return int(text) * 1_000_000
+    return timestamp_ns(text, f"option {name}")
+
+
+def _bool(opts: Mapping[str, str], name: str, default: bool) -> bool:
+    text = str(opts.get(name, default)).strip().lower()
+    if text not in ("true", "false"):
+        raise InvalidConfigurationError(f"option {name} must be true or false, got {text!r}")
+    return text == "true"
+
+
 def parse_read_options(opts: Mapping[str, str]) -> ReadOptions:
     """``ReadOptions`` from Spark's option map (case-insensitive names; invariant 1)."""
     low, scope, stream = _checked(opts, READ_OPTIONS, "format('pravega')")
+    start_ns = _time(low, "starting_timestamp", "start_stream_cut")
+    end_ns = _time(low, "ending_timestamp", "end_stream_cut")
+    if start_ns is not None and end_ns is not None and end_ns < start_ns:
+        raise InvalidConfigurationError("ending_timestamp is before starting_timestamp")
     return ReadOptions(
         path=str(low["path"]), scope=scope, stream=stream,
         start=_cut(low, "start_stream_cut", "earliest", scope, stream),
         end=_cut(low, "end_stream_cut", "latest", scope, stream),
+        start_ns=start_ns, end_ns=end_ns,
         min_partitions=_positive_int(low, "min_partitions", 1),
         storage_options=_json_map(low, "storage_options"),
         tier2=_tier2(low.get("tier2")),
@@ -215,6 +253,21 @@ def parse_size(raw: str, name: str) -> int:
     return int(digits) * _UNITS[unit]
 
 
+def parse_duration(raw: str, name: str) -> float:
+    """``15m``, ``30s``, ``500ms``, ``1h``, ``2d`` or plain seconds: a duration >= 0 in seconds."""
+    text = str(raw).strip().lower().replace(" ", "")
+    for unit, scale in (("ms", 1e-3), ("s", 1.0), ("m", 60.0), ("h", 3600.0), ("d", 86400.0), ("", 1.0)):
+        if text.endswith(unit):
+            number = text[: len(text) - len(unit)]
+            try:
+                value = float(number) * scale
+            except ValueError:
+                continue
+            if value >= 0 and value == value and value != float("inf"):
+                return value
+    raise InvalidConfigurationError(f"option {name} must be a duration such as 15m, 30s or 500ms, got {raw!r}")
+
+
 def parse_stream_options(opts: Mapping[str, str]) -> StreamOptions:
     """``StreamOptions`` from Spark's option map (invariant 1)."""
     low, scope, stream = _checked(opts, STREAM_OPTIONS, "readStream.format('pravega')")
@@ -222,18 +275,30 @@ def parse_stream_options(opts: Mapping[str, str]) -> StreamOptions:
     if is_tier2_path(path):
         raise InvalidConfigurationError(f"readStream.format('pravega') reads a store directory, not a "
                                         f"tier-2 URL ({path}): tier 2 is history; read it in batch")
+    start_ns = _time(low, "starting_timestamp", "start_stream_cut")
     text = str(low.get("start_stream_cut", "latest")).strip()
     start: StreamCut | str | None
     if text.lower() == "latest":
         start = "latest"
     else:
         start = _cut(low, "start_stream_cut", "earliest", scope, stream)
-    raw_events = low.get("max_events_per_trigger")
+    raw_events, raw_min = low.get("max_events_per_trigger"), low.get("min_events_per_trigger")
+    raw_delay = low.get("max_trigger_delay")
+    if raw_delay is not None and raw_min is None:
+        raise InvalidConfigurationError("option max_trigger_delay bounds the wait of "
+                                        "min_events_per_trigger: give that too")
+    max_events = None if raw_events is None else _positive_int(low, "max_events_per_trigger", 1)
+    min_events = None if raw_min is None else _positive_int(low, "min_events_per_trigger", 1)
+    if max_events is not None and min_events is not None and min_events > max_events:
+        raise InvalidConfigurationError("min_events_per_trigger is above max_events_per_trigger")
     return StreamOptions(
-        path=path, scope=scope, stream=stream, start=start,
-        max_events=None if raw_events is None else _positive_int(low, "max_events_per_trigger", 1),
+        path=path, scope=scope, stream=stream, start=start, start_ns=start_ns,
+        max_events=max_events, min_events=min_events,
+        max_trigger_delay=(DEFAULT_MAX_TRIGGER_DELAY if raw_delay is None
+                           else parse_duration(raw_delay, "max_trigger_delay")),
         max_bytes=(parse_size(low["max_bytes_per_trigger"], "max_bytes_per_trigger")
                    if low.get("max_bytes_per_trigger") else DEFAULT_MAX_BYTES_PER_TRIGGER),
+        fail_on_data_loss=_bool(low, "fail_on_data_loss", True),
         tier2=_tier2(low.get("tier2")), tier2_options=_json_map(low, "tier2_options"))
 
 
@@ -244,9 +309,7 @@ def parse_write_options(opts: Mapping[str, str]) -> WriteOptions:
     if is_tier2_path(path):
         raise InvalidConfigurationError(f"format('pravega') writes to a store directory, not to a "
                                         f"tier-2 URL ({path}): tier 2 is written by the store's tiering")
-    once = str(low.get("exactly_once", "true")).strip().lower()
-    if once not in ("true", "false"):
-        raise InvalidConfigurationError(f"option exactly_once must be true or false, got {once!r}")
+    once = _bool(low, "exactly_once", True)
     writer_id = low.get("writer_id") or None
     if writer_id is not None:
         validate_writer_id(str(writer_id))
@@ -258,6 +321,6 @@ def parse_write_options(opts: Mapping[str, str]) -> WriteOptions:
     if not MIN_TXN_LEASE <= lease <= 86400:
         raise InvalidConfigurationError(f"option txn_lease must be seconds in [{MIN_TXN_LEASE:g}, 86400] "
                                         f"(a task's transaction waits that long for the commit), got {raw_lease!r}")
-    return WriteOptions(path=path, scope=scope, stream=stream, exactly_once=once == "true",
+    return WriteOptions(path=path, scope=scope, stream=stream, exactly_once=once,
                         writer_id=None if writer_id is None else str(writer_id), txn_lease=lease,
                         tier2=_tier2(low.get("tier2")), tier2_options=_json_map(low, "tier2_options"))

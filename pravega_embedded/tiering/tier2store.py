@@ -30,6 +30,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Iterator, Mapping
 
 import pyarrow as pa
+import pyarrow.compute as pc
 
 from ..arrow import SCHEMA as SLICE_SCHEMA
 from ..arrow import TIMED_SCHEMA as _TIMED
@@ -41,7 +42,8 @@ from ..events import EventRead
 from ..names import validate_scope, validate_stream
 from ..serializers import Serializer, resolve
 from ..streamcut import StreamCut, format_segment_id
-from ..topology import check_cut
+from ..timelookup import Timestamp, timestamp_ns
+from ..topology import check_cut, frontier
 from .manifest import Manifest, SegmentNode, latest_manifest
 from .parquetfile import as_slice_table, read_segment_file
 from .target import Tier2Target
@@ -87,6 +89,16 @@ class _Seg:
     high: float
     length: int
     preds: tuple[int, ...]
+
+
+@dataclass(frozen=True, slots=True)
+class _Node:
+    """A manifest segment as ``topology.frontier`` sees one."""
+
+    length: int
+    sealed: bool
+    preds: tuple[int, ...]
+    succs: tuple[int, ...]
 
 
 class Tier2Slice:
@@ -275,6 +287,30 @@ class Tier2Store:
                 out.append(SegmentRange(scope=scope, stream=stream, segment_id=r.segment_id,
                                         start=lo, end=r.end))
         return out
+
+    def get_stream_cut_at(self, scope: str, stream: str, timestamp: Timestamp) -> StreamCut:
+        """As ``Store.get_stream_cut_at``, over what tier 2 holds: per segment, the first
+        tiered event written at or after ``timestamp`` (found through the manifest's per-file
+        write-time range, then the one file's write_time column), else its tiered end."""
+        t_us = -(-timestamp_ns(timestamp) // 1000)  # write times are µs in tier 2
+        m = self.manifest(scope, stream)
+        heads, ends = _heads(m), _ends(m)
+        full = {}
+        for n in m.segments:
+            sid = n.segment_id
+            full[sid] = ends[sid]
+            for f in m.files_of(sid):
+                if f.end <= heads[sid] or f.max_write_us < t_us:
+                    continue
+                t = read_segment_file(self.target, scope, stream, f, max(f.first, heads[sid]))
+                times = pc.cast(t.column("write_time"), pa.int64())
+                hit = pc.index(pc.greater_equal(times, t_us), True).as_py()
+                if hit >= 0:
+                    full[sid] = t.column("offset")[hit].as_py()
+                    break
+        segs = {n.segment_id: _Node(ends[n.segment_id], n.sealed, n.predecessors, n.successors)
+                for n in m.segments}
+        return _cut(m, frontier(segs, full))
 
     def read_segment_range(self, rng: SegmentRange, *,
                            serializer: Serializer | str | None = None) -> Tier2Slice:

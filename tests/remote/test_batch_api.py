@@ -276,3 +276,20 @@ def test_tier2_ranges_must_start_and_end_on_events(tmp_path):
             t2.read_segment_range(pe.SegmentRange(scope="a", stream="s", segment_id=0, start=start, end=end))
     part = pe.SegmentRange(scope="a", stream="s", segment_id=0, start=10, end=30)
     assert [ev.event for ev in t2.read_segment_range(part)] == [b"e001", b"e002"]
+
+
+def test_min_events_keeps_the_start_until_that_many_events_are_there(handle):
+    """What ``min_events_per_trigger`` stands on: with fewer events after the start than
+    ``min_events``, the step does not move; with that many, it steps as without it."""
+    _stream(handle, segments=2)
+    _fill(handle, 0, 30, batch=7)
+    head = handle.stream_info("a", "s").head
+    tail = handle.stream_info("a", "s").tail
+    assert handle.get_next_stream_cut("a", "s", head, 1 << 30, min_events=31) == head
+    assert handle.get_next_stream_cut("a", "s", head, 1 << 30, min_events=30) == tail
+    step = handle.get_next_stream_cut("a", "s", head, 1 << 30, max_events=5, min_events=30)
+    assert step == handle.get_next_stream_cut("a", "s", head, 1 << 30, max_events=5) != head
+    assert handle.get_next_stream_cut("a", "s", tail, 1 << 30, min_events=1) == tail
+    for bad in (0, -1, True, 1.5):
+        with pytest.raises(errors.InvalidConfigurationError, match="min_events"):
+            handle.get_next_stream_cut("a", "s", head, 1 << 30, min_events=bad)

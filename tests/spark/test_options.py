@@ -7,9 +7,9 @@ from __future__ import annotations
 import pytest
 
 from pravega_embedded import errors
-from pravega_embedded.spark.options import (DEFAULT_MAX_BYTES_PER_TRIGGER, DEFAULT_TXN_LEASE,
-                                            parse_read_options, parse_stream_options,
-                                            parse_write_options)
+from pravega_embedded.spark.options import (DEFAULT_MAX_BYTES_PER_TRIGGER, DEFAULT_MAX_TRIGGER_DELAY,
+                                            DEFAULT_TXN_LEASE, parse_duration, parse_read_options,
+                                            parse_stream_options, parse_write_options)
 
 BASE = {"path": "/data", "scope": "iot", "stream": "sensors"}
 
@@ -34,6 +34,9 @@ def test_defaults_and_case_insensitive_names():
     ({"min_partitions": "x"}, "min_partitions"),
     ({"storage_options": "[1]"}, "JSON object"),
     ({"scope": "../etc"}, "scope"),
+    ({"ending_timestamp": "1000", "end_stream_cut": "latest"}, "not both"),
+    ({"starting_timestamp": "2000", "ending_timestamp": "1000"}, "before starting_timestamp"),
+    ({"fail_on_data_loss": "false"}, "no option 'fail_on_data_loss'"),
 ])
 def test_bad_read_options(options, text):
     with pytest.raises((errors.InvalidConfigurationError, errors.InvalidStreamCutError,
@@ -47,10 +50,36 @@ def test_bad_read_options(options, text):
     ({"max_bytes_per_trigger": "0"}, "max_bytes_per_trigger"),
     ({"max_events_per_trigger": "-1"}, "max_events_per_trigger"),
     ({"path": "s3://bucket/t2"}, "not a tier-2 URL"),
+    ({"max_trigger_delay": "5m"}, "give that too"),
+    ({"min_events_per_trigger": "10", "max_trigger_delay": "soon"}, "max_trigger_delay"),
+    ({"min_events_per_trigger": "10", "max_trigger_delay": "-5s"}, "max_trigger_delay"),
+    ({"min_events_per_trigger": "0"}, "min_events_per_trigger"),
+    ({"min_events_per_trigger": "10", "max_events_per_trigger": "5"}, "above max_events"),
+    ({"fail_on_data_loss": "maybe"}, "fail_on_data_loss"),
+    ({"starting_timestamp": "1", "start_stream_cut": "earliest"}, "not both"),
+    ({"starting_timestamp": "2026-11-25T10:00:00"}, "no time zone"),
+    ({"starting_timestamp": "last tuesday"}, "ISO-8601"),
 ])
 def test_bad_stream_options(options, text):
     with pytest.raises(errors.InvalidConfigurationError, match=text):
         parse_stream_options({**BASE, **options})
+
+
+def test_time_and_admission_options():
+    r = parse_read_options({**BASE, "starting_timestamp": "1764064800000",
+                            "ending_timestamp": "2026-11-25T10:00:00.5+01:00"})
+    assert r.start_ns == 1764064800000 * 1_000_000  # ms since the epoch, as spark-sql-kafka
+    assert r.end_ns == 1795597200_500_000_000 and r.start is None  # 09:00:00.5Z
+    s = parse_stream_options({**BASE, "starting_timestamp": "2026-11-25T10:00:00Z",
+                              "min_events_per_trigger": "500", "max_trigger_delay": "90s",
+                              "fail_on_data_loss": "False"})
+    assert (s.start_ns, s.min_events, s.max_trigger_delay, s.fail_on_data_loss) == \
+        (1795600800 * 10**9, 500, 90.0, False)
+    assert s.read.fail_on_data_loss is False  # the workers' reads skip too
+    d = parse_stream_options({**BASE, "min_events_per_trigger": "5"})
+    assert (d.max_trigger_delay, d.fail_on_data_loss) == (DEFAULT_MAX_TRIGGER_DELAY, True)
+    assert [parse_duration(t, "x") for t in ("15m", "500ms", "2h", "1d", "7", "0.5s")] == \
+        [900.0, 0.5, 7200.0, 86400.0, 7.0, 0.5]
 
 
 def test_write_options():

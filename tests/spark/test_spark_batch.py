@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import json
 import uuid
+from datetime import datetime, timedelta, timezone
 
 import pytest
 
@@ -138,6 +139,29 @@ def test_a_tier2_url_is_read_with_no_store(spark, history, where, request):
     assert tiered <= live  # tier 2 holds a prefix of what the store reads
 
 
+def test_timestamps_bound_a_read_as_the_cuts_at_those_times(spark, history):
+    """starting_timestamp / ending_timestamp (ISO-8601 or ms since the epoch, as
+    spark-sql-kafka) read what ``read_slice`` reads between the cuts at those times: live
+    (tiered and un-tiered parts, a scaled and truncated stream) and from a tier-2 folder."""
+    store, path, tier2, _, _ = history
+    times = sorted(set(store.read_slice("iot", "sensors").to_arrow(write_time=True)
+                       .column("write_time").to_pylist()))
+    t1 = times[len(times) // 4]  # µs write times of events: cuts fall between records
+    ms2 = int(times[3 * len(times) // 4].timestamp() * 1000)
+    t2 = datetime(1970, 1, 1, tzinfo=timezone.utc) + timedelta(milliseconds=ms2)
+    df = _load(spark, path, starting_timestamp=t1.isoformat(), ending_timestamp=str(ms2))
+    want = store.read_slice("iot", "sensors", store.get_stream_cut_at("iot", "sensors", t1),
+                            store.get_stream_cut_at("iot", "sensors", t2))
+    rows = _spark_rows(df)
+    assert rows == _slice_rows(want) and len(rows) > 100
+    got_times = [r.write_time for r in df.select("write_time").collect()]
+    assert all(t1.replace(tzinfo=None) <= t.replace(tzinfo=None) < t2.replace(tzinfo=None) for t in got_times)
+    t2store = pe.open_tier2(str(tier2))
+    from_tier2 = _load(spark, tier2, starting_timestamp=t1.isoformat())
+    assert _spark_rows(from_tier2) == _slice_rows(
+        t2store.read_slice("iot", "sensors", start=t2store.get_stream_cut_at("iot", "sensors", t1)))
+
+
 def test_bad_options_fail_the_query_with_the_library_message(spark, history, tmp_path):
     _, path, _, _, _ = history
     cases = [
@@ -145,6 +169,7 @@ def test_bad_options_fail_the_query_with_the_library_message(spark, history, tmp
         ({"start_stream_cut": "pe1:iot/other:0=0"}, "not of iot/sensors"),
         ({"start_stream_cut": "garbage"}, "StreamCut"),
         ({"min_partitions": "0"}, "min_partitions"),
+        ({"starting_timestamp": "2026-11-25 10:00"}, "no time zone"),
     ]
     for options, text in cases:
         with pytest.raises(Exception, match=text):

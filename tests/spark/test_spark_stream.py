@@ -131,3 +131,33 @@ def test_a_processing_time_query_follows_a_writer_exactly_once(spark, tmp_path):
         assert len(sink.batches) >= 3
     finally:
         store.close()
+
+
+def test_data_retention_deleted_before_the_query_read_it(spark, tmp_path):
+    """``fail_on_data_loss``: a query whose start retention has passed fails naming what was
+    lost (default), or with false reads what is left, exactly once (the skip is logged)."""
+    store = pe.open(tmp_path / "data", tier2=False, roll_bytes=1 << 20)
+    try:
+        store.create_scope("iot")
+        store.create_stream("iot", "sensors", pe.StreamConfiguration(scaling=pe.ScalingPolicy.fixed(2)))
+        _write(store, 0, 3000)
+        start = store.stream_info("iot", "sensors").head.to_text()
+        store.truncate_stream("iot", "sensors", store.get_next_stream_cut(
+            "iot", "sensors", None, 1 << 30, max_events=1000))
+        left = sorted(int(ev.event[:7]) for ev in store.read_slice("iot", "sensors"))
+        assert 1500 < len(left) < 2500
+        failed = Batches()
+        q = _query(spark, tmp_path / "data", tmp_path / "ckpt-a", failed, {"availableNow": True},
+                   start_stream_cut=start)
+        with pytest.raises(Exception, match="deleted by the stream's retention"):
+            q.awaitTermination(300)
+        assert "fail_on_data_loss" in str(q.exception()) and failed.ids() == []
+        skipped = Batches()
+        q = _query(spark, tmp_path / "data", tmp_path / "ckpt-b", skipped, {"availableNow": True},
+                   start_stream_cut=start, fail_on_data_loss="false", max_events_per_trigger="700")
+        q.awaitTermination(300)
+        assert q.exception() is None
+        assert sorted(skipped.ids()) == left
+        _per_key_in_order_across_batches(skipped)
+    finally:
+        store.close()

@@ -6,6 +6,8 @@ from tier 2 (events with and without keys, large events, byte streams, scaled st
 
 from __future__ import annotations
 
+import time
+
 import duckdb
 import pyarrow.dataset as ds
 import pytest
@@ -244,3 +246,33 @@ def test_files_left_out_by_a_truncation_stay_for_the_grace(tmp_path, backend):
     assert len(plain_events(backend, "iot", "s")) == 400  # still there: a reader may be on them
     t2 = pe.open_tier2(backend.url, storage_options=backend.options)
     assert list(t2.read_slice("iot", "s")) == [] and t2.stream_info("iot", "s").files == 0
+
+
+def test_a_time_lookup_in_tier2_alone_equals_the_stores(tmp_path, backend):
+    """``pe.open_tier2(url).get_stream_cut_at(t)`` gives the store's cut for every mark, across
+    a scaling, from the manifest and the files alone."""
+    def mark():
+        t = time.time_ns()
+        while time.time_ns() <= t + 1000:
+            pass
+        return t + 1
+
+    marks, cuts = [], []
+    with open_store(tmp_path / "data", backend, file_bytes=64 << 10) as store:
+        make(store, "s", 2)
+        for rnd in range(4):
+            marks.append(mark())
+            if rnd == 2:
+                first = min(sid for sid, _ in store.stream_info("iot", "s").tail.positions)
+                store.scale_stream("iot", "s", [first], [(0.0, 0.2), (0.2, 0.5)])
+            with store.create_writer("iot", "s") as w:
+                for i in range(600):
+                    w.write_event(b"r%d-%04d-" % (rnd, i) + b"p" * 300, routing_key=f"k{i % 9}")
+        store.flush_tier2(timeout=120)
+        assert store.tiering_status().untiered_bytes == 0
+        cuts = [store.get_stream_cut_at("iot", "s", t / 1e9) for t in marks]
+        counts = [len(list(store.read_slice("iot", "s", start=c))) for c in cuts]
+    assert counts == [2400, 1800, 1200, 600]
+    with pe.open_tier2(backend.url, backend.options) as t2:
+        assert [t2.get_stream_cut_at("iot", "s", t / 1e9) for t in marks] == cuts
+        assert [t2.read_slice("iot", "s", start=c).to_arrow().num_rows for c in cuts] == counts
