@@ -25,8 +25,10 @@ import json
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Mapping
 
+from ._native import ffi
 from .errors import (InvalidConfigurationError, InvalidStreamCutError, SegmentNotFoundError,
                      TruncatedDataError)
+from .frames import FrameParser
 from .names import validate_scope, validate_stream
 from .reader import Slice
 from .segsource import SegmentSource, resolve_cut
@@ -242,9 +244,32 @@ def _advance(src: SegmentSource, at: int, stop: int, nbytes: int, nevents: int |
     pos, n = at, 0
     while pos < stop and pos - at < nbytes and n < nevents:
         e, _ = src.section(pos)
-        n += e.n_events  # events starting in the section (a partly read first one: over-counted)
-        pos = snap_up(src, min(e.end, stop), stop)
+        nxt = snap_up(src, min(e.end, stop), stop)
+        if pos == e.start and e.end <= stop:
+            n += e.n_events  # events starting in the section: from the index
+        else:  # a cut inside the section (a truncation's head, a user's cut): its frames
+            n += _events_in(src, pos, min(e.end, stop))
+        pos = nxt
     return pos, n
+
+
+def _events_in(src: SegmentSource, lo: int, hi: int) -> int:
+    """The events starting in ``[lo, hi)`` of one section (``lo`` an event boundary), counted
+    from its frames; a frame going on past ``hi`` (a large event's first chunk) counts once."""
+    frames = FrameParser(4096)
+    n, at = 0, lo
+    while at < hi:
+        data, stop = src.read_raw(at, hi)
+        buf, p = ffi.from_buffer(data), 0
+        while p < len(data):
+            k, used = frames.parse(buf + p, len(data) - p, f"count events of segment {src.seg.name}")
+            if k == 0:
+                break
+            n, p = n + k, p + used
+        if p < len(data) or stop <= at:
+            return n + (p < len(data))
+        at = stop
+    return n
 
 
 def range_slice(engine: "Engine", rng: SegmentRange, serializer: "Serializer | str | None") -> Slice:

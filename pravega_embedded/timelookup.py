@@ -49,7 +49,8 @@ _MICRO = timedelta(microseconds=1)
 
 
 def timestamp_ns(ts: Timestamp, what: str = "timestamp") -> int:
-    """Nanoseconds since the epoch of ``ts``: a ``datetime`` (naive: local time, as
+    """Nanoseconds since the epoch of ``ts``, a whole number of microseconds (as write times
+    are shown), 0 for a time before the epoch: a ``datetime`` (naive: local time, as
     ``datetime.timestamp()`` takes it), seconds since the epoch (int or float, as
     ``time.time()`` gives), or ISO-8601 text with a time zone (``2026-11-25T10:00:00Z``)."""
     if isinstance(ts, str):
@@ -64,15 +65,20 @@ def timestamp_ns(ts: Timestamp, what: str = "timestamp") -> int:
                                             "(2026-11-25T10:00:00Z, or +01:00)")
         ts = dt
     if isinstance(ts, datetime):
-        aware = ts if ts.tzinfo is not None else ts.astimezone()  # naive: local time
-        return (aware - _EPOCH) // _MICRO * 1000
+        try:
+            aware = ts if ts.tzinfo is not None else ts.astimezone()  # naive: local time
+            return max(0, (aware - _EPOCH) // _MICRO * 1000)
+        except (ValueError, OverflowError) as exc:
+            raise InvalidConfigurationError(f"{what} {ts!r} is out of range: {exc}") from None
     if isinstance(ts, bool) or not isinstance(ts, (int, float)) or not math.isfinite(ts):
         raise InvalidConfigurationError(f"{what} must be a datetime, seconds since the epoch or "
                                         f"ISO-8601 text, got {ts!r}")
     if abs(ts) > _MAX_SECONDS:
         raise InvalidConfigurationError(f"{what} {ts!r} is not seconds since the epoch (too large: "
                                         "milliseconds? divide by 1000)")
-    return int(ts) * 1_000_000_000 if isinstance(ts, int) else round(ts * 1e9)
+    # whole microseconds, as write times are shown (a float's last digits are noise: the µs of
+    # an event's write_time, given back as seconds, must find that event)
+    return max(0, int(ts) * 1_000_000_000 if isinstance(ts, int) else round(ts * 1e6) * 1000)
 
 
 def iso_utc(ns: int) -> str:

@@ -32,13 +32,13 @@ from __future__ import annotations
 
 import logging
 import time
-from typing import TYPE_CHECKING, Iterator, Sequence
+from typing import TYPE_CHECKING, Callable, Iterator, Sequence, TypeVar
 
 import pyarrow as pa
 from pyspark.sql.datasource import DataSourceStreamReader, InputPartition
 from pyspark.sql.streaming.datasource import ReadAllAvailable, ReadLimit, ReadMaxBytes, SupportsTriggerAvailableNow
 
-from ..batch import SegmentRange
+from ..batch import SegmentRange, Truncation
 from ..errors import InvalidConfigurationError, TruncatedDataError
 from ..streamcut import StreamCut, format_segment_id, segment_id
 from ..tiering.tier2store import Tier2Store
@@ -54,6 +54,8 @@ if TYPE_CHECKING:
 __all__ = ["PravegaStreamReader", "offset_of", "cut_of"]
 
 _ALL = 1 << 62  # "everything available": no byte budget
+_RACES = 5  # truncations racing with one call, looked at again before giving up
+T = TypeVar("T")
 LOG = logging.getLogger("pravega_embedded.spark")
 
 
@@ -111,19 +113,40 @@ class PravegaStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
                    and time.monotonic() - self._last_batch < o.max_trigger_delay)
         with open_source(o.read) as store:
             assert not isinstance(store, Tier2Store)  # parse_stream_options refuses tier-2 paths
-            cut = self._skip_lost(store, cut, "latestOffset")
-            nxt = store.get_next_stream_cut(o.scope, o.stream, cut, budget, max_events=events,
-                                            end=self._target, min_events=o.min_events if waiting else None)
+            cut, nxt = self._past_loss(store, cut, "latestOffset", lambda c: store.get_next_stream_cut(
+                o.scope, o.stream, c, budget, max_events=events, end=self._target,
+                min_events=o.min_events if waiting else None))
         if nxt != cut:
             self._last_batch = time.monotonic()
         return offset_of(nxt)
 
-    def _skip_lost(self, store: "Store | RemoteStore", cut: StreamCut, when: str) -> StreamCut:
-        """``cut``, or the head where retention passed it (invariant 4)."""
+    def _past_loss(self, store: "Store | RemoteStore", cut: StreamCut, when: str,
+                   step: "Callable[[StreamCut], T]") -> "tuple[StreamCut, T]":
+        """``step`` from ``cut``, or from the head where retention passed it (invariant 4). A
+        truncation racing with these calls is looked at again: its loss is named (and raised
+        or skipped) like any other."""
         o = self.opts
-        t = store.skip_truncated(o.scope, o.stream, cut)
+        for attempt in range(_RACES):
+            last = attempt == _RACES - 1
+            try:
+                t = store.skip_truncated(o.scope, o.stream, cut)
+            except TruncatedDataError:
+                if last:
+                    raise
+                continue
+            start = self._past(t, when)
+            try:
+                return start, step(start)
+            except TruncatedDataError:
+                if last:
+                    raise
+        raise AssertionError("unreachable")
+
+    def _past(self, t: Truncation, when: str) -> StreamCut:
+        """Where to go on after ``t``: an error naming the loss, or its cut with a warning."""
+        o = self.opts
         if not t.lost:
-            return cut
+            return t.cut
         what = (f"{t.nbytes} bytes of events of {o.scope}/{o.stream} were deleted by the stream's "
                 f"retention (or a truncate) before this query read them: {t.describe()}")
         if o.fail_on_data_loss:
@@ -151,9 +174,12 @@ class PravegaStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
             return []
         with open_source(o.read) as store:
             assert not isinstance(store, Tier2Store)
-            a = self._skip_lost(store, a, "partitions")
-            b = store.skip_truncated(o.scope, o.stream, b).cut  # passed too: nothing of it is left
-            return [RangePartition(r) for r in store.get_segments(o.scope, o.stream, a, b)]
+
+            def ranges(a: StreamCut) -> list[SegmentRange]:
+                b2 = store.skip_truncated(o.scope, o.stream, b).cut  # passed too: none of it is left
+                return store.get_segments(o.scope, o.stream, a, b2)
+
+            return [RangePartition(r) for r in self._past_loss(store, a, "partitions", ranges)[1]]
 
     def read(self, partition: InputPartition) -> Iterator[pa.RecordBatch]:
         return read_range(self.opts.read, SegmentRange.from_json(partition.value))

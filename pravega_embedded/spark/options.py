@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 from dataclasses import dataclass, field
 from typing import Mapping
 
@@ -47,6 +48,7 @@ DEFAULT_MAX_BYTES_PER_TRIGGER = 128 << 20  # every micro-batch is bounded, the f
 DEFAULT_TXN_LEASE = 3600.0  # a task's transaction waits this long for the driver's commit
 DEFAULT_MAX_TRIGGER_DELAY = 900.0  # min_events_per_trigger waits at most this long (Kafka's 15m)
 MIN_TXN_LEASE = 10.0
+_MIN_MS, _MAX_MS = 10**11, 10**14  # ms since the epoch: 1973 .. 5138 (smaller: seconds by mistake)
 _UNITS = {"": 1, "b": 1, "k": 1 << 10, "kb": 1 << 10, "m": 1 << 20, "mb": 1 << 20,
           "g": 1 << 30, "gb": 1 << 30}
 
@@ -208,11 +210,16 @@ def _time(opts: Mapping[str, str], name: str, instead_of: str) -> int | None:
     raw = opts.get(name)
     if raw is None or str(raw).strip() == "":
         return None
-    if opts.get(instead_of) not in (None, ""):
+    if str(opts.get(instead_of) or "").strip():
         raise InvalidConfigurationError(f"give {name} or {instead_of}, not both")
     text = str(raw).strip()
-    if text.lstrip("-").isdigit():
-        return int(text) * 1_000_000
+    if re.fullmatch(r"[+-]?[0-9]+", text):
+        ms = int(text)
+        if not _MIN_MS <= ms <= _MAX_MS:
+            raise InvalidConfigurationError(
+                f"option {name} {text} is not milliseconds since the epoch of a time this store "
+                f"could have written (seconds? multiply by 1000), or give ISO-8601 text")
+        return ms * 1_000_000
     return timestamp_ns(text, f"option {name}")
 
 
@@ -264,7 +271,7 @@ def parse_duration(raw: str, name: str) -> float:
             except ValueError:
                 continue
             if value >= 0 and value == value and value != float("inf"):
-                return value
+                return value + 0.0  # not -0.0
     raise InvalidConfigurationError(f"option {name} must be a duration such as 15m, 30s or 500ms, got {raw!r}")
 
 

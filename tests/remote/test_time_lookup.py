@@ -95,6 +95,7 @@ def test_the_same_time_in_every_form_gives_the_same_cut(handle):
     (True, "seconds since the epoch"),
     (float("nan"), "seconds since the epoch"),
     (None, "seconds since the epoch"),
+    (datetime.min, "out of range"),
 ])
 def test_a_bad_time_is_refused_with_a_hint(handle, bad, words):
     _stream(handle, 1)
@@ -155,3 +156,37 @@ def test_skip_truncated_across_a_scaling_reaches_the_successors(handle):
     assert only not in dict(skip.cut.positions)
     assert {r.segment_id for r in skip.lost} >= {only}
     assert _ids(handle.read_slice("a", "s", start=skip.cut)) == list(range(60, 90))
+
+
+def test_an_events_own_write_time_finds_it_in_every_form_and_through_clients(handle):
+    """The µs write time a slice shows for an event, given back (as float seconds too: a
+    float's last digits are noise), starts the cut at that event, the same on every side."""
+    _stream(handle, 2)
+    for k in range(6):
+        _write(handle, 100 * k, 100)
+    t = handle.read_slice("a", "s").to_arrow(write_time=True)
+    us = sorted({int(v.timestamp() * 1_000_000 + 0.5) for v in t.column("write_time").to_pylist()})
+    all_us = [int(v.timestamp() * 1_000_000 + 0.5) for v in t.column("write_time").to_pylist()]
+    for u in us[:: max(1, len(us) // 25)]:
+        for form in (u / 1e6, datetime.fromtimestamp(u // 1_000_000, timezone.utc).replace(
+                microsecond=u % 1_000_000)):
+            cut = handle.get_stream_cut_at("a", "s", form)
+            assert handle.read_slice("a", "s", start=cut).to_arrow().num_rows == \
+                sum(1 for x in all_us if x >= u), (u, form)
+
+
+def test_min_events_counts_from_a_cut_inside_a_writers_batch(handle):
+    """A head inside a section (a truncation at a reader's position): only the events after
+    it count."""
+    _stream(handle, 1)
+    with handle.create_writer("a", "s") as w:
+        w.write_events([b"e%06d" % i for i in range(20)], routing_key="k")  # one section
+    evs = list(handle.read_slice("a", "s"))
+    (sid,) = {ev.segment_id for ev in evs}
+    handle.truncate_stream("a", "s", pe.StreamCut.of("a", "s", {sid: evs[5].offset}))
+    head = handle.stream_info("a", "s").head
+    assert handle.get_next_stream_cut("a", "s", head, 1 << 30, min_events=16) == head
+    assert handle.get_next_stream_cut("a", "s", head, 1 << 30, min_events=15) != head
+    end = pe.StreamCut.of("a", "s", {sid: evs[8].offset})  # an end inside the section too
+    assert handle.get_next_stream_cut("a", "s", head, 1 << 30, min_events=4, end=end) == head
+    assert handle.get_next_stream_cut("a", "s", head, 1 << 30, min_events=3, end=end) == end

@@ -34,8 +34,8 @@ def test_defaults_and_case_insensitive_names():
     ({"min_partitions": "x"}, "min_partitions"),
     ({"storage_options": "[1]"}, "JSON object"),
     ({"scope": "../etc"}, "scope"),
-    ({"ending_timestamp": "1000", "end_stream_cut": "latest"}, "not both"),
-    ({"starting_timestamp": "2000", "ending_timestamp": "1000"}, "before starting_timestamp"),
+    ({"ending_timestamp": "1764064800000", "end_stream_cut": "latest"}, "not both"),
+    ({"starting_timestamp": "1764064800001", "ending_timestamp": "1764064800000"}, "before starting_timestamp"),
     ({"fail_on_data_loss": "false"}, "no option 'fail_on_data_loss'"),
 ])
 def test_bad_read_options(options, text):
@@ -59,6 +59,11 @@ def test_bad_read_options(options, text):
     ({"starting_timestamp": "1", "start_stream_cut": "earliest"}, "not both"),
     ({"starting_timestamp": "2026-11-25T10:00:00"}, "no time zone"),
     ({"starting_timestamp": "last tuesday"}, "ISO-8601"),
+    ({"starting_timestamp": "--5"}, "ISO-8601"),
+    ({"starting_timestamp": "\u00b2"}, "ISO-8601"),
+    ({"starting_timestamp": "1764064800"}, "seconds\\? multiply by 1000"),
+    ({"starting_timestamp": "99999999999999999"}, "milliseconds since the epoch"),
+    ({"starting_timestamp": "-99999999999999"}, "milliseconds since the epoch"),
 ])
 def test_bad_stream_options(options, text):
     with pytest.raises(errors.InvalidConfigurationError, match=text):
@@ -69,6 +74,8 @@ def test_time_and_admission_options():
     r = parse_read_options({**BASE, "starting_timestamp": "1764064800000",
                             "ending_timestamp": "2026-11-25T10:00:00.5+01:00"})
     assert r.start_ns == 1764064800000 * 1_000_000  # ms since the epoch, as spark-sql-kafka
+    assert parse_read_options({**BASE, "starting_timestamp": "+1764064800000",
+                               "start_stream_cut": "  "}).start_ns == r.start_ns
     assert r.end_ns == 1795597200_500_000_000 and r.start is None  # 09:00:00.5Z
     s = parse_stream_options({**BASE, "starting_timestamp": "2026-11-25T10:00:00Z",
                               "min_events_per_trigger": "500", "max_trigger_delay": "90s",
