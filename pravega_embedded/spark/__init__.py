@@ -13,13 +13,20 @@ partition per segment range (docs/spark.md).
 
 from __future__ import annotations
 
-from .source import PravegaBatchReader, PravegaDataSource, RangePartition
+from .source import (PravegaBatchReader, PravegaDataSource, PravegaPushdownReader, PravegaPushdownSource,
+                     RangePartition)
 
-__all__ = ["PravegaDataSource", "PravegaBatchReader", "RangePartition", "register"]
+__all__ = ["PravegaDataSource", "PravegaPushdownSource", "PravegaBatchReader", "PravegaPushdownReader",
+           "RangePartition", "register", "PUSHDOWN_CONF"]
+
+PUSHDOWN_CONF = "spark.sql.python.filterPushdown.enabled"
 
 
 def register(spark: "object | None" = None) -> None:
-    """Register ``format("pravega")`` with ``spark`` (default: the active session)."""
+    """Register ``format("pravega")`` with ``spark`` (default: the active session). Batch reads
+    take Spark's filters on segment_id, offset and write_time when the session has
+    ``spark.sql.python.filterPushdown.enabled`` true now (option ``filter_pushdown`` decides
+    per read; docs/spark.md)."""
     from pyspark.sql import SparkSession
 
     session = spark if spark is not None else SparkSession.getActiveSession()
@@ -27,7 +34,8 @@ def register(spark: "object | None" = None) -> None:
         from ..errors import InvalidConfigurationError
         raise InvalidConfigurationError("no active SparkSession: create one, then call "
                                         "pravega_embedded.spark.register(spark)")
-    session.dataSource.register(PravegaDataSource)  # type: ignore[attr-defined]
+    on = str(session.conf.get(PUSHDOWN_CONF, "false")).strip().lower() == "true"  # type: ignore[attr-defined]
+    session.dataSource.register(PravegaPushdownSource if on else PravegaDataSource)  # type: ignore[attr-defined]
 
 
 def _register_active() -> None:

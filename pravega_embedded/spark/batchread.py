@@ -18,6 +18,10 @@ Invariants:
      lost. It gives up once ``HANDOVER_TIMEOUT`` seconds passed with owners lost and no event
      read (short tasks that each own the store for a moment can hand it over many times in a
      row on a busy machine: a count of losses is no measure).
+  5. A range of a live store that its tier 2 (the target ``tiering_status`` names) holds, by
+     the stream's manifest when the read is planned, is read straight from tier 2 with
+     pyarrow (tier-2 bytes are the segment's bytes at the same offsets); should that fail
+     (tier-2 retention deleted the files since), the rest of it is read through the store.
 
 Thread-safety: each call opens and closes what it uses; nothing is shared.
 """
@@ -28,23 +32,27 @@ import logging
 import os
 import time
 from contextlib import contextmanager
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Iterator
 
 import pyarrow as pa
 import pyarrow.compute as pc
 
 from ..batch import SegmentRange
-from ..errors import ConnectionLostError, StoreNotFoundError, TruncatedDataError
+from ..errors import (ConnectionLostError, InvalidConfigurationError, PravegaEmbeddedError,
+                      StoreNotFoundError, StreamNotFoundError, TruncatedDataError)
+from ..tiering.tier2store import Tier2Store, open_tier2
 from ..timelookup import iso_utc
 from .options import ReadOptions
+from .pushdown import NO_BOUNDS, Bounds
 
 if TYPE_CHECKING:
     from ..remote.client import RemoteStore
     from ..store import Store
-    from ..tiering.tier2store import Tier2Store
+    from ..tiering.manifest import Manifest
 
-__all__ = ["SPARK_SCHEMA", "ARROW_SCHEMA", "plan_ranges", "read_range", "open_source", "Handovers",
-           "HANDOVER_TIMEOUT"]
+__all__ = ["SPARK_SCHEMA", "ARROW_SCHEMA", "Planned", "plan_ranges", "route", "read_range", "open_source",
+           "Handovers", "HANDOVER_TIMEOUT"]
 
 LOG = logging.getLogger("pravega_embedded.spark")
 
@@ -59,12 +67,20 @@ HANDOVER_TIMEOUT = 120.0  # seconds of lost owners with no progress before a cal
 _FRAME_HEADER = 6  # an event's bytes in its segment: header + key + payload
 
 
+@dataclass(frozen=True, slots=True)
+class Planned:
+    """A planned partition: a segment range, and the tier-2 URL to read it from (None: read it
+    from what ``path`` names)."""
+
+    range: SegmentRange
+    tier2: str | None = None
+
+
 @contextmanager
 def open_source(opts: ReadOptions, *, create: bool = False) -> "Iterator[Store | RemoteStore | Tier2Store]":
     """What ``opts.path`` names, opened, closed after; a missing store is created only when
     ``create`` (a sink's planner; never a read: invariant 1)."""
     if opts.is_tier2:
-        from ..tiering.tier2store import open_tier2
         t2 = open_tier2(opts.path, opts.storage_options or None)
         try:
             yield t2
@@ -89,10 +105,11 @@ def open_source(opts: ReadOptions, *, create: bool = False) -> "Iterator[Store |
         store.close()
 
 
-def plan_ranges(opts: ReadOptions) -> list[SegmentRange]:
+def plan_ranges(opts: ReadOptions, bounds: Bounds = NO_BOUNDS) -> list[Planned]:
     """The read's ranges between its cuts (or the cuts at its timestamps), split so there are
     at least ``min_partitions`` where the data allows (ranges split at event boundaries; a
-    tier-2 range at its files' boundaries)."""
+    tier-2 range at its files' boundaries), less what ``bounds`` prunes; a live store's
+    ranges that its tier 2 holds are read from there (invariant 5)."""
     with open_source(opts) as src:
         start, end = opts.start, opts.end
         if opts.start_ns is not None:  # starting_timestamp / ending_timestamp: cuts at those times
@@ -105,12 +122,99 @@ def plan_ranges(opts: ReadOptions) -> list[SegmentRange]:
             if total:
                 ranges = src.get_segments(opts.scope, opts.stream, start, end,
                                           max_bytes=max(1, -(-total // opts.min_partitions)))
-    return ranges
+        ranges = bounds.prune(ranges)
+        if isinstance(src, Tier2Store):
+            if not bounds.write_time.bounded:
+                return [Planned(r) for r in ranges]
+            m = src.manifest(opts.scope, opts.stream)
+            return [Planned(p) for r in ranges for p in _files_kept(m, r, bounds)]
+        return route(opts, src, ranges, bounds)
 
 
-def read_range(opts: ReadOptions, rng: SegmentRange) -> Iterator[pa.RecordBatch]:
-    """The events of ``rng`` as record batches in ``ARROW_SCHEMA`` (invariants 2 to 4)."""
+def route(opts: ReadOptions, src: "Store | RemoteStore", ranges: list[SegmentRange],
+          bounds: Bounds = NO_BOUNDS) -> list[Planned]:
+    """A live store's ``ranges`` as partitions, those parts its tier 2 holds to be read from
+    there (invariant 5)."""
+    url = _tier2_url(src) if ranges else None
+    if url is None:
+        return [Planned(r) for r in ranges]
+    return _routed(opts, url, ranges, bounds)
+
+
+def _tier2_url(src: "Store | RemoteStore") -> str | None:
+    """The store's tier-2 target, None when it does not tier."""
+    try:
+        return src.tiering_status().target
+    except InvalidConfigurationError:  # opened with tier2=False
+        return None
+
+
+def _routed(opts: ReadOptions, url: str, ranges: list[SegmentRange], bounds: Bounds) -> list[Planned]:
+    """``ranges`` with each one's part that tier 2 holds (its manifest now) read from tier 2."""
+    try:
+        with open_tier2(url, opts.tier2_options or None) as t2:
+            m = t2.manifest(opts.scope, opts.stream)
+    except StreamNotFoundError:  # nothing of the stream is tiered yet
+        return [Planned(r) for r in ranges]
+    heads = dict(m.head)
+    out = []
+    for r in ranges:
+        tiered = m.tiered_end(r.segment_id) or 0
+        lo, hi = r.start, min(r.end, tiered)
+        if lo < heads.get(r.segment_id, 0) or lo >= hi:
+            out.append(Planned(r))
+            continue
+        part = SegmentRange(scope=r.scope, stream=r.stream, segment_id=r.segment_id, start=lo, end=hi)
+        out.extend(Planned(p, url) for p in _files_kept(m, part, bounds))
+        if hi < r.end:
+            out.append(Planned(SegmentRange(scope=r.scope, stream=r.stream, segment_id=r.segment_id,
+                                            start=hi, end=r.end)))
+    return out
+
+
+def _files_kept(m: "Manifest", r: SegmentRange, bounds: Bounds) -> list[SegmentRange]:
+    """The pieces of tiered ``r`` in files whose write times ``bounds`` may keep (adjacent kept
+    files make one piece; pushdown invariant 1)."""
+    if not bounds.write_time.bounded:
+        return [r]
+    out: list[SegmentRange] = []
+    for f in m.files_of(r.segment_id):
+        lo, hi = max(f.first, r.start), min(f.end, r.end)
+        if lo >= hi or not bounds.keeps_times(f.min_write_us, f.max_write_us):
+            continue
+        if out and out[-1].end == lo:
+            lo = out.pop().start
+        out.append(SegmentRange(scope=r.scope, stream=r.stream, segment_id=r.segment_id, start=lo, end=hi))
+    return out
+
+
+def read_range(opts: ReadOptions, rng: SegmentRange, *, tier2: str | None = None,
+               bounds: Bounds = NO_BOUNDS) -> Iterator[pa.RecordBatch]:
+    """The events of ``rng`` as record batches in ``ARROW_SCHEMA`` (invariants 2 to 5), read
+    from the tier-2 URL ``tier2`` if given, with only the rows ``bounds`` allow."""
+    batches = _read(opts, rng, tier2)
+    return bounds.apply(batches) if bounds.bounded else batches
+
+
+def _read(opts: ReadOptions, rng: SegmentRange, tier2: str | None) -> Iterator[pa.RecordBatch]:
     at = rng.start
+    if tier2 is not None:  # a live store's tiered range: straight from tier 2 (invariant 5)
+        try:
+            with open_tier2(tier2, opts.tier2_options or None) as t2:
+                for batch in t2.read_segment_range(rng).arrow_batches(write_time=True):
+                    if batch.num_rows == 0:
+                        continue
+                    out = _spark_batch(batch, rng.scope, rng.stream)
+                    at = _after_last(batch)
+                    yield out
+            return
+        except PravegaEmbeddedError as exc:
+            LOG.warning("reading %r from tier 2 %s failed at offset %d (%s): reading the rest "
+                        "through the store", rng, tier2, at, exc)
+    yield from _read_store(opts, rng, at)
+
+
+def _read_store(opts: ReadOptions, rng: SegmentRange, at: int) -> Iterator[pa.RecordBatch]:
     handovers = Handovers(f"reading {rng!r}", at)
     while True:
         try:

@@ -6,7 +6,7 @@ JSON with sorted keys), how far each micro-batch goes (admission control: the so
 asks so; ``min_events_per_trigger`` waiting at most ``max_trigger_delay``),
 ``Trigger.AvailableNow`` (a target cut fixed when the query starts), data lost to retention
 (``fail_on_data_loss``) and a batch's partitions (the segment ranges between two offsets, read
-as batch reads are).
+as batch reads are: tiered ones straight from tier 2).
 
 Invariants:
   1. An offset is ``{"scope": .., "segments": {segment: offset, ...}, "stream": ..}`` with its
@@ -43,9 +43,9 @@ from ..errors import InvalidConfigurationError, TruncatedDataError
 from ..streamcut import StreamCut, format_segment_id, segment_id
 from ..tiering.tier2store import Tier2Store
 from ..timelookup import iso_utc
-from .batchread import open_source, read_range
+from .batchread import open_source, read_range, route
 from .options import StreamOptions
-from .source import RangePartition
+from .source import partitions_of
 
 if TYPE_CHECKING:
     from ..remote.client import RemoteStore
@@ -179,10 +179,13 @@ class PravegaStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
                 b2 = store.skip_truncated(o.scope, o.stream, b).cut  # passed too: none of it is left
                 return store.get_segments(o.scope, o.stream, a, b2)
 
-            return [RangePartition(r) for r in self._past_loss(store, a, "partitions", ranges)[1]]
+            return partitions_of(route(o.read, store, self._past_loss(store, a, "partitions", ranges)[1]))
 
     def read(self, partition: InputPartition) -> Iterator[pa.RecordBatch]:
-        return read_range(self.opts.read, SegmentRange.from_json(partition.value))
+        if partition.value is None:
+            return iter(())
+        return read_range(self.opts.read, SegmentRange.from_json(partition.value),
+                          tier2=getattr(partition, "tier2", None))
 
     def commit(self, end: dict) -> None:
         """Nothing to release: the store keeps what the stream's retention keeps."""

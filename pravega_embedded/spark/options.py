@@ -34,6 +34,7 @@ __all__ = ["ReadOptions", "StreamOptions", "WriteOptions", "parse_read_options",
 READ_OPTIONS = frozenset({
     "path", "scope", "stream", "start_stream_cut", "end_stream_cut", "starting_timestamp",
     "ending_timestamp", "min_partitions", "storage_options", "tier2", "tier2_options",
+    "filter_pushdown",
 })
 STREAM_OPTIONS = frozenset({
     "path", "scope", "stream", "start_stream_cut", "starting_timestamp", "max_events_per_trigger",
@@ -70,6 +71,7 @@ class ReadOptions:
     tier2: str | bool | None = None  # pe.open's tier2, should a worker be the first to open the store
     tier2_options: dict[str, object] = field(default_factory=dict)
     fail_on_data_loss: bool = True  # a range truncated away while read: an error, or skipped
+    filter_pushdown: bool | None = None  # take Spark's filters (None: as the registered source)
 
     @property
     def is_tier2(self) -> bool:
@@ -246,6 +248,7 @@ def parse_read_options(opts: Mapping[str, str]) -> ReadOptions:
         storage_options=_json_map(low, "storage_options"),
         tier2=_tier2(low.get("tier2")),
         tier2_options=_json_map(low, "tier2_options"),
+        filter_pushdown=None if low.get("filter_pushdown") is None else _bool(low, "filter_pushdown", False),
     )
 
 

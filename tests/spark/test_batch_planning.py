@@ -1,0 +1,141 @@
+"""How a read is planned and each partition read, called as Spark calls them (no Spark
+session): a live store's tiered ranges go straight to tier 2 (batch and micro-batch), and one
+whose tier-2 files vanished after planning is read through the store instead; pushed filters
+keep exactly the rows Spark's own filtering keeps (property-tested against Python).
+
+The path through Spark is in test_spark_batch.py and test_spark_pushdown.py."""
+
+from __future__ import annotations
+
+import logging
+import shutil
+from datetime import datetime, timedelta, timezone
+
+import pyarrow as pa
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+from pyspark.sql.datasource import (EqualTo, GreaterThan, GreaterThanOrEqual, In, IsNotNull, LessThan,
+                                    LessThanOrEqual, Not, StringStartsWith)
+from pyspark.sql.streaming.datasource import ReadAllAvailable
+
+import pravega_embedded as pe
+from pravega_embedded.spark.batchread import ARROW_SCHEMA, plan_ranges, read_range
+from pravega_embedded.spark.microbatch import PravegaStreamReader, offset_of
+from pravega_embedded.spark.options import parse_read_options, parse_stream_options
+from pravega_embedded.spark.pushdown import push
+
+
+@pytest.fixture
+def tiered(tmp_path):
+    """A live store with most of a two-segment stream tiered and the rest not."""
+    s = pe.open(tmp_path / "data", tier2=str(tmp_path / "tier2"), tier2_file_bytes=16 << 10,
+                tier2_file_age=3600)
+    s.create_scope("iot")
+    s.create_stream("iot", "sensors", pe.StreamConfiguration(scaling=pe.ScalingPolicy.fixed(2)))
+    _write(s, 0, 2000)
+    s.flush_tier2()
+    _write(s, 2000, 40)
+    yield s
+    s.close()
+
+
+def _write(store, first, n):
+    with store.create_writer("iot", "sensors") as w:
+        for i in range(first, first + n):
+            w.write_event(b"%06d:" % i + b"y" * 60, routing_key=f"k{i % 7}")
+            if i % 25 == 0:
+                w.flush()
+
+
+def _ids(batches):
+    return [int(e[:6]) for b in batches for e in b.column("event").to_pylist()]
+
+
+def test_a_live_stores_tiered_ranges_are_read_from_tier2(tiered):
+    opts = parse_read_options({"path": str(tiered.path), "scope": "iot", "stream": "sensors"})
+    planned = plan_ranges(opts)
+    from_t2 = [p for p in planned if p.tier2 is not None]
+    assert sum(p.range.nbytes for p in from_t2) == tiered.tiered_bytes("iot", "sensors") > 0
+    assert {p.tier2 for p in from_t2} == {tiered.tiering_status().target}
+    assert any(p.tier2 is None for p in planned)  # the untiered tail: through the store
+    ids = sorted(i for p in planned for i in _ids(read_range(opts, p.range, tier2=p.tier2)))
+    assert ids == list(range(2040))
+
+
+def test_a_tiered_range_whose_files_vanished_is_read_through_the_store(tiered, caplog):
+    opts = parse_read_options({"path": str(tiered.path), "scope": "iot", "stream": "sensors"})
+    planned = [p for p in plan_ranges(opts) if p.tier2 is not None]
+    want = sorted(i for p in planned for i in _ids(tiered.read_segment_range(p.range).arrow_batches()))
+    shutil.rmtree(tiered.tiering_status().target)  # tier 2 lost after planning (local data kept)
+    with caplog.at_level(logging.WARNING, logger="pravega_embedded.spark"):
+        got = sorted(i for p in planned for i in _ids(read_range(opts, p.range, tier2=p.tier2)))
+    assert got == want and len(got) > 1000
+    assert "reading the rest through the store" in caplog.text
+
+
+def test_micro_batches_read_tiered_ranges_from_tier2(tiered):
+    reader = PravegaStreamReader(parse_stream_options({
+        "path": str(tiered.path), "scope": "iot", "stream": "sensors", "start_stream_cut": "earliest"}))
+    start = reader.initialOffset()
+    end = reader.latestOffset(start, ReadAllAvailable())
+    assert end == offset_of(tiered.stream_info("iot", "sensors").tail)
+    parts = reader.partitions(start, end)
+    assert any(p.tier2 for p in parts) and any(not p.tier2 for p in parts)
+    assert sorted(i for p in parts for i in _ids(reader.read(p))) == list(range(2040))
+
+
+# ---------------------------------------------------------------------- pushdown semantics
+_T0 = datetime(2026, 1, 1, tzinfo=timezone.utc)
+_COLS = {"segment_id": st.integers(0, 5), "offset": st.integers(0, 40),
+         "write_time": st.integers(0, 40).map(lambda s: _T0 + timedelta(seconds=s))}
+_OPS = [EqualTo, GreaterThan, GreaterThanOrEqual, LessThan, LessThanOrEqual]
+
+
+@st.composite
+def _filters(draw):
+    col = draw(st.sampled_from(sorted(_COLS)))
+    kind = draw(st.sampled_from(["cmp", "in", "notnull", "not", "other"]))
+    if kind == "in":
+        return In((col,), tuple(draw(st.lists(_COLS[col], max_size=4))))
+    if kind == "notnull":
+        return IsNotNull((col,))
+    if kind == "not":
+        return Not(EqualTo((col,), draw(_COLS[col])))
+    if kind == "other":
+        return StringStartsWith(("routing_key",), "k1")
+    return draw(st.sampled_from(_OPS))((col,), draw(_COLS[col]))
+
+
+def _holds(f, row) -> bool:
+    if isinstance(f, Not):
+        return not _holds(f.child, row)
+    if isinstance(f, StringStartsWith):
+        return row["routing_key"].startswith(f.value)
+    v = row[f.attribute[0]]
+    if isinstance(f, IsNotNull):
+        return True
+    if isinstance(f, In):
+        return v in f.value
+    return {EqualTo: v == f.value, GreaterThan: v > f.value, GreaterThanOrEqual: v >= f.value,
+            LessThan: v < f.value, LessThanOrEqual: v <= f.value}[type(f)]
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.lists(st.tuples(_COLS["segment_id"], _COLS["offset"], _COLS["write_time"]), max_size=30),
+       st.lists(_filters(), max_size=4))
+def test_pushed_filters_keep_exactly_the_rows_spark_would(rows, filters):
+    data = [{"segment_id": s, "offset": o, "write_time": w, "routing_key": f"k{o % 3}"} for s, o, w in rows]
+    batch = pa.RecordBatch.from_pylist(
+        [{"event": b"e", "scope": "iot", "stream": "s", **r} for r in data], schema=ARROW_SCHEMA)
+    bounds, rest = push(filters)
+    assert all(any(r is f for f in filters) for r in rest)  # invariant 2: returned unchanged
+    kept = [r for b in bounds.apply([batch]) for r in b.to_pylist()]
+    after_spark = [(r["segment_id"], r["offset"]) for r in kept if all(_holds(f, r) for f in rest)]
+    want = [(r["segment_id"], r["offset"]) for r in data if all(_holds(f, r) for f in filters)]
+    assert after_spark == want
+    taken = [f for f in filters if not any(f is r for r in rest)]
+    for r in data:  # pruning by the bounds never drops a range holding a matching row
+        if all(_holds(f, r) for f in taken):
+            assert bounds.segment_id.meets(r["segment_id"], r["segment_id"])
+            assert bounds.offset.meets(r["offset"], r["offset"])
