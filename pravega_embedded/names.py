@@ -4,9 +4,11 @@ Owns: the validation of every user-supplied name that becomes part of a path, an
 tier-2 object key.
 
 Invariants:
-  1. A valid scope or stream name matches ``[A-Za-z0-9][A-Za-z0-9.-]{0,254}``: ASCII, 1-255
-     bytes, never ``.`` or ``..``, never starting with ``.``, ``-`` or ``_`` (``_`` is reserved
-     for internal names), so it can never escape the store directory or a tier-2 prefix.
+  1. A valid scope or stream name matches ``[A-Za-z0-9][A-Za-z0-9._-]{0,254}``: ASCII, 1-255
+     bytes, never ``.`` or ``..``, never starting with ``.``, ``-`` or ``_`` (a leading ``_``
+     is reserved for internal names; inside a name it is allowed, as Kafka and Redis users
+     expect), so it can never escape the store directory or a tier-2 prefix (``/``, a backslash,
+     ``=`` and ``:`` are never in it).
   2. A writer id, reader id or checkpoint name matches ``[A-Za-z0-9][A-Za-z0-9._:-]{0,254}``;
      a reader-group name follows the stream-name rule.
 
@@ -27,9 +29,11 @@ __all__ = [
     "validate_reader_id",
     "validate_checkpoint_name",
     "stream_key",
+    "NAME_PATTERN",
 ]
 
-_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9.\-]{0,254}")
+NAME_PATTERN = r"[A-Za-z0-9][A-Za-z0-9._\-]{0,254}"  # scopes, streams, reader groups (invariant 1)
+_NAME = re.compile(NAME_PATTERN)
 _WRITER = re.compile(r"[A-Za-z0-9][A-Za-z0-9._:\-]{0,254}")
 
 
@@ -42,7 +46,7 @@ def _check(kind: str, name: object, pattern: re.Pattern[str], rule: str) -> str:
 
 
 _NAME_RULE = (
-    "use 1-255 ASCII letters, digits, '.' and '-', starting with a letter or digit"
+    "use 1-255 ASCII letters, digits, '.', '_' and '-', starting with a letter or digit"
 )
 
 

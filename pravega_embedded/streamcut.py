@@ -26,14 +26,15 @@ from dataclasses import dataclass
 from typing import ClassVar, Iterable, Mapping
 
 from .errors import InvalidStreamCutError
+from .names import NAME_PATTERN
 
 __all__ = ["StreamCut", "segment_id", "format_segment_id"]
 
 _TEXT = re.compile(
-    r"pe1:([A-Za-z0-9][A-Za-z0-9.\-]{0,254})/([A-Za-z0-9][A-Za-z0-9.\-]{0,254}):"
+    rf"pe1:({NAME_PATTERN})/({NAME_PATTERN}):"
     r"((?:[0-9]{1,10}(?:#[0-9]{1,10})?=[0-9]{1,20})(?:,[0-9]{1,10}(?:#[0-9]{1,10})?=[0-9]{1,20}){0,4095})"
 )
-_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9.\-]{0,254}")
+_NAME = re.compile(NAME_PATTERN)
 _MAX_U32 = (1 << 32) - 1
 _MAX_OFFSET = (1 << 63) - 1
 
