@@ -20,8 +20,10 @@ Invariants:
      row on a busy machine: a count of losses is no measure).
   5. A range of a live store that its tier 2 (the target ``tiering_status`` names) holds, by
      the stream's manifest when the read is planned, is read straight from tier 2 with
-     pyarrow (tier-2 bytes are the segment's bytes at the same offsets); should that fail
-     (tier-2 retention deleted the files since), the rest of it is read through the store.
+     pyarrow (tier-2 bytes are the segment's bytes at the same offsets). A manifest published
+     before the stream was created (a deleted stream's folder, not yet deleted) is not used;
+     a tier 2 this process cannot read plans every range through the store; a task whose
+     tier-2 read fails reads the rest of its range through the store.
 
 Thread-safety: each call opens and closes what it uses; nothing is shared.
 """
@@ -126,8 +128,8 @@ def plan_ranges(opts: ReadOptions, bounds: Bounds = NO_BOUNDS) -> list[Planned]:
         if isinstance(src, Tier2Store):
             if not bounds.write_time.bounded:
                 return [Planned(r) for r in ranges]
-            m = src.manifest(opts.scope, opts.stream)
-            return [Planned(p) for r in ranges for p in _files_kept(m, r, bounds)]
+            m = src.manifest(opts.scope, opts.stream)  # a trim since get_segments: ranges kept
+            return [Planned(p) for r in ranges for p in _files_kept(m, r, bounds)]  # whole
         return route(opts, src, ranges, bounds)
 
 
@@ -138,24 +140,39 @@ def route(opts: ReadOptions, src: "Store | RemoteStore", ranges: list[SegmentRan
     url = _tier2_url(src) if ranges else None
     if url is None:
         return [Planned(r) for r in ranges]
-    return _routed(opts, url, ranges, bounds)
+    return _routed(opts, url, ranges, bounds, src.stream_info(opts.scope, opts.stream).created_ns)
 
 
 def _tier2_url(src: "Store | RemoteStore") -> str | None:
-    """The store's tier-2 target, None when it does not tier."""
+    """The store's tier-2 target, None when it does not tier or names it relative to the
+    owner's working directory (not this process's)."""
     try:
-        return src.tiering_status().target
+        url = src.tiering_status().target
     except InvalidConfigurationError:  # opened with tier2=False
         return None
+    return url if "://" in url or os.path.isabs(url) else None
 
 
-def _routed(opts: ReadOptions, url: str, ranges: list[SegmentRange], bounds: Bounds) -> list[Planned]:
-    """``ranges`` with each one's part that tier 2 holds (its manifest now) read from tier 2."""
+def _routed(opts: ReadOptions, url: str, ranges: list[SegmentRange], bounds: Bounds,
+            created_ns: int) -> list[Planned]:
+    """``ranges`` with each one's part that tier 2 holds (its manifest now) read from tier 2;
+    all of them through the store should tier 2 not answer here (this process's credentials,
+    s3fs missing, a damaged manifest: logged) or hold a deleted stream of that name."""
     try:
         with open_tier2(url, opts.tier2_options or None) as t2:
             m = t2.manifest(opts.scope, opts.stream)
     except StreamNotFoundError:  # nothing of the stream is tiered yet
         return [Planned(r) for r in ranges]
+    except (PravegaEmbeddedError, OSError) as exc:
+        LOG.warning("tier 2 %s of %s/%s could not be read from this process (%s): reading "
+                    "through the store (give option tier2_options?)", url, opts.scope, opts.stream, exc)
+        return [Planned(r) for r in ranges]
+    if m.created_us * 1000 < created_ns:  # published before the stream was created: the
+        return [Planned(r) for r in ranges]  # folder of a deleted one of that name, still there
+    return _split(m, url, ranges, bounds)
+
+
+def _split(m: "Manifest", url: str, ranges: list[SegmentRange], bounds: Bounds) -> list[Planned]:
     heads = dict(m.head)
     out = []
     for r in ranges:
@@ -175,10 +192,12 @@ def _routed(opts: ReadOptions, url: str, ranges: list[SegmentRange], bounds: Bou
 def _files_kept(m: "Manifest", r: SegmentRange, bounds: Bounds) -> list[SegmentRange]:
     """The pieces of tiered ``r`` in files whose write times ``bounds`` may keep (adjacent kept
     files make one piece; pushdown invariant 1)."""
-    if not bounds.write_time.bounded:
-        return [r]
+    files = m.files_of(r.segment_id)
+    if not bounds.write_time.bounded or r.start < dict(m.head).get(r.segment_id, 0) \
+            or not any(f.first <= r.start < f.end for f in files):
+        return [r]  # not all in this manifest's files: read whole, the read says what is gone
     out: list[SegmentRange] = []
-    for f in m.files_of(r.segment_id):
+    for f in files:
         lo, hi = max(f.first, r.start), min(f.end, r.end)
         if lo >= hi or not bounds.keeps_times(f.min_write_us, f.max_write_us):
             continue

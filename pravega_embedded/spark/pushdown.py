@@ -1,7 +1,7 @@
 """Filter pushdown for ``spark.read.format("pravega")`` (``spark.sql.python.filterPushdown.enabled``).
 
-Owns: which of Spark's filters the source takes (comparisons, ``=``, ``IN`` and ``IS NOT NULL``
-on ``segment_id``, ``offset`` and ``write_time``), the ``Bounds`` they make, what a plan
+Owns: which of Spark's filters the source takes (comparisons, ``=`` and ``IN`` on
+``segment_id``, ``offset`` and ``write_time``; ``IS NOT NULL`` on the first two), the ``Bounds`` they make, what a plan
 prunes with them (segment ranges; a tier-2 file by its write-time range) and the exact row
 mask a task applies.
 
@@ -14,7 +14,9 @@ Invariants:
      to grow with offsets (clocks step back; writers race for the append lock), so a time
      bound never becomes a cut.
   2. A filter the source does not take (another column, ``NOT``, ``OR``, a value of another
-     type) is returned to Spark unchanged, which evaluates it after the scan.
+     type, ``write_time IS NOT NULL``: records of formats 1 and 2 have no write time) is
+     returned to Spark unchanged, which evaluates it after the scan. A comparison with a
+     null write time drops the row, as in SQL.
   3. ``Bounds`` is a frozen, picklable value: Spark pickles the reader holding it to its tasks.
 
 Thread-safety: immutable values and pure functions.
@@ -169,8 +171,8 @@ def _take(bounds: Bounds, f: Filter) -> Bounds | None:
     if not isinstance(attr, tuple) or len(attr) != 1 or attr[0] not in COLUMNS:
         return None
     column = attr[0]
-    if isinstance(f, IsNotNull):
-        return bounds  # no column of the source is ever null
+    if isinstance(f, IsNotNull):  # segment_id and offset are never null; write_time is for
+        return None if column == "write_time" else bounds  # records of older formats
     op = _OPS.get(type(f))
     if op is None:
         return None

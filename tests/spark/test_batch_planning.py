@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import logging
 import shutil
+from pathlib import Path
 from datetime import datetime, timedelta, timezone
 
 import pyarrow as pa
@@ -24,6 +25,7 @@ from pravega_embedded.spark.batchread import ARROW_SCHEMA, plan_ranges, read_ran
 from pravega_embedded.spark.microbatch import PravegaStreamReader, offset_of
 from pravega_embedded.spark.options import parse_read_options, parse_stream_options
 from pravega_embedded.spark.pushdown import push
+from pravega_embedded.tiering.layout import manifest_name
 
 
 @pytest.fixture
@@ -139,3 +141,79 @@ def test_pushed_filters_keep_exactly_the_rows_spark_would(rows, filters):
         if all(_holds(f, r) for f in taken):
             assert bounds.segment_id.meets(r["segment_id"], r["segment_id"])
             assert bounds.offset.meets(r["offset"], r["offset"])
+
+
+# ---------------------------------------------------------------------- what routing refuses
+def test_write_time_is_not_null_is_left_to_spark():
+    """Records of journal formats 1 and 2 have no write time: Spark decides IS NOT NULL."""
+    f = IsNotNull(("write_time",))
+    bounds, rest = push([f, IsNotNull(("offset",))])
+    assert rest == [f] and not bounds.bounded
+    batch = pa.RecordBatch.from_pylist(
+        [{"event": b"e", "routing_key": None, "scope": "a", "stream": "s", "segment_id": 0, "offset": 0,
+          "write_time": None}], schema=ARROW_SCHEMA)
+    later, _ = push([GreaterThan(("write_time",), _T0)])
+    assert [b.num_rows for b in later.apply([batch])] == []  # a comparison with null: no row
+
+
+def test_a_tier2_this_process_cannot_read_plans_everything_through_the_store(tiered, caplog):
+    mdir = next(Path(tiered.tiering_status().target).rglob("_manifest"))
+    (mdir / manifest_name(10**6)).write_text("{garbage")  # the newest version: damaged
+    opts = parse_read_options({"path": str(tiered.path), "scope": "iot", "stream": "sensors"})
+    with caplog.at_level(logging.WARNING, logger="pravega_embedded.spark"):
+        planned = plan_ranges(opts)
+    assert planned and all(p.tier2 is None for p in planned)
+    assert "could not be read from this process" in caplog.text
+    assert sorted(i for p in planned for i in _ids(read_range(opts, p.range))) == list(range(2040))
+
+
+def test_the_tier2_folder_of_a_deleted_stream_of_that_name_is_not_read(tiered, tmp_path):
+    """Between a delete and the tierer's next round, tier 2 still holds the old stream's
+    files: a re-created stream of that name must not be read from them."""
+    target = Path(tiered.tiering_status().target)
+    old = next(target.rglob("stream=sensors"))
+    shutil.copytree(old, tmp_path / "old")
+    tiered.delete_stream("iot", "sensors")
+    tiered.flush_tier2()  # the tierer deletes the old folder ...
+    tiered.create_stream("iot", "sensors", 2)
+    with tiered.create_writer("iot", "sensors") as w:
+        for i in range(3000):
+            w.write_event(b"%06d:" % (900000 + i) + b"z" * 60, routing_key=f"k{i % 7}")
+    shutil.copytree(tmp_path / "old", old)  # ... as if that had not happened yet
+    opts = parse_read_options({"path": str(tiered.path), "scope": "iot", "stream": "sensors"})
+    planned = plan_ranges(opts)
+    assert all(p.tier2 is None for p in planned)
+    got = sorted(i for p in planned for i in _ids(read_range(opts, p.range, tier2=p.tier2)))
+    assert got == list(range(900000, 903000))
+
+
+def test_a_relative_tier2_target_is_not_read_from_another_directory():
+    from pravega_embedded.spark.batchread import _tier2_url
+
+    class Owner:
+        def __init__(self, target):
+            self.target = target
+
+        def tiering_status(self):
+            return self
+
+    assert _tier2_url(Owner("t2")) is None  # the owner's working directory, not ours
+    assert _tier2_url(Owner("/abs/t2")) == "/abs/t2"
+    assert _tier2_url(Owner("s3://b/p")) == "s3://b/p"
+
+
+def test_a_time_filtered_range_that_tier2_no_longer_holds_is_kept_whole():
+    """A trim between planning's two looks at a tier-2 URL's manifest: the range is read
+    whole, so the read reports what is gone instead of planning it away."""
+    from pravega_embedded.batch import SegmentRange
+    from pravega_embedded.spark.batchread import _files_kept
+    from pravega_embedded.tiering.manifest import Manifest, SegmentNode, TieredFile
+
+    files = (TieredFile(0, 100, 200, 10, 1, 5, 9), TieredFile(0, 200, 300, 10, 1, 50, 90))
+    m = Manifest("a", "s", 2, (SegmentNode(0, 0.0, 1.0, False),), files, head=((0, 100),), created_us=1)
+    late, _ = push([GreaterThan(("write_time",), datetime(1970, 1, 1, tzinfo=timezone.utc)
+                                + timedelta(microseconds=20))])
+    rng = SegmentRange(scope="a", stream="s", segment_id=0, start=0, end=300)
+    assert _files_kept(m, rng, late) == [rng]  # starts before the manifest's head
+    rng = SegmentRange(scope="a", stream="s", segment_id=0, start=100, end=300)
+    assert _files_kept(m, rng, late) == [SegmentRange(scope="a", stream="s", segment_id=0, start=200, end=300)]
