@@ -20,7 +20,8 @@ from typing import Any
 
 from .errors import InvalidConfigurationError
 
-__all__ = ["ScalingPolicy", "RetentionPolicy", "StreamConfiguration", "TieringOptions"]
+__all__ = ["ScalingPolicy", "RetentionPolicy", "StreamConfiguration", "TieringOptions", "stream_configuration",
+           "one_stream"]
 
 MAX_SEGMENTS = 1024
 
@@ -206,6 +207,30 @@ class StreamConfiguration:
             scaling=ScalingPolicy.from_json(d["scaling"]),
             retention=RetentionPolicy.from_json(d["retention"]),
         )
+
+
+def stream_configuration(config: "StreamConfiguration | int | None") -> StreamConfiguration:
+    """``create_stream``'s config: a StreamConfiguration, a segment count (``fixed(n)``, as in
+    Pravega's Python client) or None (one segment)."""
+    if config is None:
+        return StreamConfiguration()
+    if isinstance(config, int) and not isinstance(config, bool):
+        return StreamConfiguration(scaling=ScalingPolicy.fixed(config))
+    if not isinstance(config, StreamConfiguration):
+        raise InvalidConfigurationError(f"config must be a StreamConfiguration or a segment count "
+                                        f"(create_stream(scope, stream, 4)), got {config!r}")
+    return config
+
+
+def one_stream(config: object, stream: str | None) -> object:
+    """``create_reader_group``'s streams: ``config`` as given, or with ``stream`` given, the one
+    stream ``(config, stream)`` (``create_reader_group(name, scope, stream)``)."""
+    if stream is None:
+        return config
+    if not isinstance(config, str):
+        raise InvalidConfigurationError("create_reader_group(name, scope, stream) names one stream: "
+                                        "with a ReaderGroupConfig or a list of streams give no stream")
+    return [(config, stream)]
 
 
 DEFAULT_FILE_BYTES = 128 << 20

@@ -39,7 +39,8 @@ from .batch import (SegmentRange, Truncation, range_slice, segment_ranges, skip_
                     step_cut)
 from .budget import LocalBudget
 from .bytestream import ByteStream
-from .config import DEFAULT_FILE_AGE_S, DEFAULT_FILE_BYTES, StreamConfiguration, TieringOptions
+from .config import (DEFAULT_FILE_AGE_S, DEFAULT_FILE_BYTES, StreamConfiguration, TieringOptions, one_stream,
+                     stream_configuration)
 from .engine import Engine, EngineOptions
 from .errors import (
     InvalidConfigurationError,
@@ -358,14 +359,13 @@ class Store:
                 e.meta.delete_scope(txn, scope)
 
     # ------------------------------------------------------------------ streams
-    def create_stream(self, scope: str, stream: str, config: StreamConfiguration | None = None,
+    def create_stream(self, scope: str, stream: str, config: StreamConfiguration | int | None = None,
                       *, exist_ok: bool = False, _kind: str = "events") -> bool:
-        """Create a stream; return False if it existed (and exist_ok)."""
+        """Create a stream (``config``: a StreamConfiguration, or a segment count for a fixed
+        number of segments); return False if it existed (and exist_ok)."""
         validate_scope(scope)
         validate_stream(stream)
-        config = StreamConfiguration() if config is None else config
-        if not isinstance(config, StreamConfiguration):
-            raise InvalidConfigurationError(f"config must be a StreamConfiguration, got {config!r}")
+        config = stream_configuration(config)
         key = f"{scope}/{stream}"
         e = self._engine
         with e.lock:
@@ -649,9 +649,13 @@ class Store:
 
     def create_reader(self, scope: str, stream: str, start: StreamCut | None = None,
                       end: StreamCut | None = None, *,
-                      serializer: Serializer | str | None = None) -> EventStreamReader:
-        """A standalone reader of one stream from ``start`` (default: head) to ``end``
-        (default: unbounded, following the tail)."""
+                      serializer: Serializer | str | None = None,
+                      starting_timestamp: Timestamp | None = None) -> EventStreamReader:
+        """A standalone reader of one stream from ``start`` (default: head; or the cut at
+        ``starting_timestamp``, ``get_stream_cut_at``) to ``end`` (default: unbounded,
+        following the tail)."""
+        if starting_timestamp is not None:
+            start = self.get_stream_cut_at(scope, stream, _instead(starting_timestamp, start))
         e = self._engine
         st = e.stream(scope, stream, "events")
         start_pos = resolve_cut(e, st, start, "create_reader start")
@@ -735,11 +739,16 @@ class Store:
         return svc
 
     def create_reader_group(self, group_name: str,
-                            config: "ReaderGroupConfig | list[tuple[str, str]]", *,
-                            exist_ok: bool = False) -> "ReaderGroup":
-        """Create a reader group reading ``config`` (a ReaderGroupConfig, or a list of
-        ``(scope, stream)``); with exist_ok, return the existing group of that name instead."""
-        group: ReaderGroup = self._service("readergroups").create(group_name, config, exist_ok)
+                            config: "ReaderGroupConfig | list[tuple[str, str]] | str",
+                            stream: str | None = None, *, exist_ok: bool = False,
+                            starting_timestamp: Timestamp | None = None) -> "ReaderGroup":
+        """Create a reader group reading ``config`` (a ReaderGroupConfig, a list of
+        ``(scope, stream)``, or a scope and ``stream``: one stream); with exist_ok, return the
+        existing group of that name instead. ``starting_timestamp``: every stream starts at
+        its cut at that time (``get_stream_cut_at``), not at the config's start."""
+        t_ns = None if starting_timestamp is None else timestamp_ns(starting_timestamp, "starting_timestamp")
+        group: ReaderGroup = self._service("readergroups").create(group_name, one_stream(config, stream),
+                                                                  exist_ok, start_ns=t_ns)
         return group
 
     def get_reader_group(self, group_name: str) -> "ReaderGroup":
@@ -854,3 +863,10 @@ def open_temporary(durability: str = "none", **options: Any) -> Store:
     """A fast store in a new temporary directory, deleted again on close (for tests)."""
     path = tempfile.mkdtemp(prefix="pravega-embedded-")
     return Store(path, durability, _temporary=True, **options)
+
+
+def _instead(starting_timestamp: Timestamp, start: StreamCut | None) -> Timestamp:
+    """``starting_timestamp``, refused beside a start cut (two starts)."""
+    if start is not None:
+        raise InvalidConfigurationError("give start or starting_timestamp, not both")
+    return starting_timestamp

@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import html
 import threading
+from dataclasses import replace
 from typing import TYPE_CHECKING, Any, Iterable, Mapping
 
 from ..errors import (
@@ -45,6 +46,7 @@ from ..names import (
 )
 from ..segsource import SegmentSource, resolve_cut
 from ..streamcut import StreamCut, format_segment_id
+from ..timelookup import cut_at
 from ..topology import expand, frontier
 from .config import (
     Checkpoint,
@@ -142,9 +144,14 @@ class ReaderGroupService:
             f"expected a ReaderGroupConfig or a list of streams, got {type(config).__name__}"
         )
 
-    def create(self, name: str, config: Any, exist_ok: bool) -> "ReaderGroup":
+    def create(self, name: str, config: Any, exist_ok: bool, start_ns: int | None = None) -> "ReaderGroup":
+        """A new group (``start_ns``: every stream starts at its cut at that time)."""
         validate_group_name(name)
         config = self.config_of(config)
+        if start_ns is not None:
+            if config.start:
+                raise InvalidConfigurationError("give the config's start cuts or starting_timestamp, not both")
+            config = replace(config, start=tuple(cut_at(self.engine, sc, st, start_ns) for sc, st in config.streams))
         with self.lock:
             self.engine.check_open()
             if name in self.damaged:

@@ -36,9 +36,11 @@ from collections.abc import Iterator
 from typing import TYPE_CHECKING, Protocol, TypeVar
 
 from ..batch import SegmentRange, Truncation
+from ..config import one_stream, stream_configuration
 from ..errors import (
     ConnectionLostError,
     EventTooLargeError,
+    InvalidConfigurationError,
     InvalidSequenceError,
     PravegaEmbeddedError,
     ProtocolError,
@@ -135,9 +137,9 @@ class RemoteStore:
     def delete_scope(self, scope: str) -> None:
         self._call("delete_scope", scope)
 
-    def create_stream(self, scope: str, stream: str, config: "StreamConfiguration | None" = None, *,
+    def create_stream(self, scope: str, stream: str, config: "StreamConfiguration | int | None" = None, *,
                       exist_ok: bool = False) -> bool:
-        return bool(self._call("create_stream", scope, stream, config, exist_ok=exist_ok))
+        return bool(self._call("create_stream", scope, stream, stream_configuration(config), exist_ok=exist_ok))
 
     def list_streams(self, scope: str) -> list[str]:
         return list(self._call("list_streams", scope))  # type: ignore[call-overload]
@@ -214,9 +216,14 @@ class RemoteStore:
 
     def create_reader(self, scope: str, stream: str, start: "StreamCut | None" = None,
                       end: "StreamCut | None" = None, *,
-                      serializer: Serializer | str | None = None) -> "RemoteReader":
+                      serializer: Serializer | str | None = None,
+                      starting_timestamp: "Timestamp | None" = None) -> "RemoteReader":
         """A standalone reader (invariants 1 and 4)."""
         ser = resolve(serializer)
+        if starting_timestamp is not None:
+            if start is not None:
+                raise InvalidConfigurationError("give start or starting_timestamp, not both")
+            start = self.get_stream_cut_at(scope, stream, starting_timestamp)
         conn = self._open_connection()
         try:
             h = conn.call(0, "create_reader", scope, stream, start, end)
@@ -230,11 +237,18 @@ class RemoteStore:
         return r
 
     # ------------------------------------------------------------------ groups, transactions, ...
-    def create_reader_group(self, group_name: str, config: "ReaderGroupConfig | list[tuple[str, str]]", *,
-                            exist_ok: bool = False) -> RemoteReaderGroup:
+    def create_reader_group(self, group_name: str, config: "ReaderGroupConfig | list[tuple[str, str]] | str",
+                            stream: str | None = None, *, exist_ok: bool = False,
+                            starting_timestamp: "Timestamp | None" = None) -> RemoteReaderGroup:
+        config = one_stream(config, stream)  # type: ignore[assignment]
+        if isinstance(config, str):
+            config = [config]  # type: ignore[list-item]
         if not isinstance(config, ReaderGroupConfig):
-            config = [tuple(x) for x in config]  # type: ignore[misc]
-        return self._group(self._call("create_reader_group", group_name, config, exist_ok=exist_ok))
+            config = [x if isinstance(x, str) else tuple(x) for x in config]  # type: ignore[misc]
+        kwargs: dict[str, object] = {"exist_ok": exist_ok}
+        if starting_timestamp is not None:  # the store's lookup, at the owner: sent as UTC text
+            kwargs["starting_timestamp"] = iso_utc(timestamp_ns(starting_timestamp, "starting_timestamp"))
+        return self._group(self._call("create_reader_group", group_name, config, **kwargs))
 
     def get_reader_group(self, group_name: str) -> RemoteReaderGroup:
         return self._group(self._call("get_reader_group", group_name))

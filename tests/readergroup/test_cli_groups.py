@@ -278,7 +278,7 @@ def test_errors_exit_1_with_a_message(tmp_path):
         (("create", "g", "a/u"), ["'g'", "already exists"]),
         (("create", "h", "a/missing"), ["a/missing"]),
         (("create", "h", "nope/t"), ["nope"]),
-        (("create", "bad_name", "a/t"), ["bad_name"]),
+        (("create", "bad=name", "a/t"), ["bad=name"]),
         (("create", "h", "a/t", "a/t"), ["twice"]),
         (("create", "h", "a/t", "--from", "pe1:a/u:0=0"), ["a/u"]),
         (("create", "h", "a/t", "--from", "pe1:a/t:0=999999"), []),
