@@ -18,8 +18,9 @@ materializes every row and column (Spark's benchmark idiom: no output cost, no c
 1. BATCH READ of the tiered stream. Baseline: ``spark.read.parquet(<tier2>/scope=bench/
    stream=s)`` (the same files; the JVM's vectorized Parquet reader). Ours:
    ``spark.read.format("pravega")`` of the tier-2 folder (``pe.open_tier2`` and pyarrow in each
-   Python worker, Arrow batches to the JVM), and of the live store (the workers ask the owner,
-   this process, which reads from tier 2). ``min_partitions=4`` for ours; Parquet splits by
+   Python worker, Arrow batches to the JVM), and of the live store (the workers plan through
+   the owner, this process, and read the tiered ranges straight from its tier 2).
+   ``min_partitions=4`` for ours; Parquet splits by
    its own rules. Goal (issue 15): ours <= 1.2x the Parquet read's time.
 
 2. MICRO-BATCH READ: ``readStream.format("pravega")`` of the live store from the head,
