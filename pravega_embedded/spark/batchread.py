@@ -216,49 +216,56 @@ def read_range(opts: ReadOptions, rng: SegmentRange, *, tier2: str | None = None
 
 
 def _read(opts: ReadOptions, rng: SegmentRange, tier2: str | None) -> Iterator[pa.RecordBatch]:
-    at = rng.start
+    cur = _Cursor(rng.start)
     if tier2 is not None:  # a live store's tiered range: straight from tier 2 (invariant 5)
         try:
             with open_tier2(tier2, opts.tier2_options or None) as t2:
-                for batch in t2.read_segment_range(rng).arrow_batches(write_time=True):
-                    if batch.num_rows == 0:
-                        continue
-                    out = _spark_batch(batch, rng.scope, rng.stream)
-                    at = _after_last(batch)
-                    yield out
+                yield from _yielded(t2.read_segment_range(rng).arrow_batches(write_time=True), rng, cur)
             return
         except PravegaEmbeddedError as exc:
             LOG.warning("reading %r from tier 2 %s failed at offset %d (%s): reading the rest "
-                        "through the store", rng, tier2, at, exc)
-    yield from _read_store(opts, rng, at)
+                        "through the store", rng, tier2, cur.at, exc)
+    yield from _read_store(opts, rng, cur)
 
 
-def _read_store(opts: ReadOptions, rng: SegmentRange, at: int) -> Iterator[pa.RecordBatch]:
-    handovers = Handovers(f"reading {rng!r}", at)
+@dataclass(slots=True)
+class _Cursor:
+    """How far a range's read got: just after the last event yielded."""
+
+    at: int
+
+
+def _yielded(batches: Iterator[pa.RecordBatch], rng: SegmentRange, cur: _Cursor) -> Iterator[pa.RecordBatch]:
+    """``batches`` of ``rng`` in the source's schema, moving ``cur`` past each one yielded."""
+    for batch in batches:
+        if batch.num_rows == 0:
+            continue
+        out = _spark_batch(batch, rng.scope, rng.stream)
+        cur.at = _after_last(batch)
+        yield out
+
+
+def _read_store(opts: ReadOptions, rng: SegmentRange, cur: _Cursor) -> Iterator[pa.RecordBatch]:
+    handovers = Handovers(f"reading {rng!r}", cur.at)
     while True:
         try:
             with open_source(opts) as src:
                 rest = SegmentRange(scope=rng.scope, stream=rng.stream, segment_id=rng.segment_id,
-                                    start=at, end=rng.end)
+                                    start=cur.at, end=rng.end)
                 if rest.nbytes == 0:
                     return
-                for batch in src.read_segment_range(rest).arrow_batches(write_time=True):
-                    if batch.num_rows == 0:
-                        continue
-                    out = _spark_batch(batch, rng.scope, rng.stream)
-                    at = _after_last(batch)
-                    yield out
+                yield from _yielded(src.read_segment_range(rest).arrow_batches(write_time=True), rng, cur)
             return
         except ConnectionLostError as exc:
             # an owner hand-over (the task that owned the store finished and closed it) is
             # normal: only time without progress counts
-            if not handovers.retry(at, exc):
+            if not handovers.retry(cur.at, exc):
                 raise
         except TruncatedDataError as exc:
-            resume = _after_truncation(opts, rng, at, exc)
+            resume = _after_truncation(opts, rng, cur.at, exc)
             if resume is None:
                 return
-            at = resume
+            cur.at = resume
 
 
 def _after_truncation(opts: ReadOptions, rng: SegmentRange, at: int, exc: TruncatedDataError) -> int | None:
