@@ -69,7 +69,7 @@ class ScalingPolicy:
                    scale_factor=_count("scale_factor", scale_factor, 2, 64),
                    min_segments=_count("min_segments", min_segments, 1, MAX_SEGMENTS))
 
-    def to_json(self) -> dict[str, Any]:
+    def to_json(self) -> dict[str, object]:
         if self.kind == "fixed":
             return {"kind": "fixed", "min_segments": self.min_segments}
         d: dict[str, Any] = {"kind": self.kind, "min_segments": self.min_segments,
@@ -81,7 +81,7 @@ class ScalingPolicy:
         return d
 
     @classmethod
-    def from_json(cls, d: dict[str, Any]) -> "ScalingPolicy":
+    def from_json(cls, d: dict[str, object]) -> "ScalingPolicy":
         kind = d.get("kind") if isinstance(d, dict) else None
         if kind == "fixed":
             return cls.fixed(d["min_segments"])
@@ -164,13 +164,13 @@ class RetentionPolicy:
         """Truncate at the slowest subscribed reader group's cut, with no time or size bound."""
         return cls(kind="consumption")
 
-    def to_json(self) -> dict[str, Any]:
+    def to_json(self) -> dict[str, object]:
         if self.kind in ("none", "consumption"):
             return {"kind": self.kind}
         return {"kind": self.kind, "min": self.min, "max": self.max}
 
     @classmethod
-    def from_json(cls, d: dict[str, Any]) -> "RetentionPolicy":
+    def from_json(cls, d: dict[str, object]) -> "RetentionPolicy":
         kind = d.get("kind") if isinstance(d, dict) else None
         if kind == "none":
             return cls.none()
@@ -198,11 +198,11 @@ class StreamConfiguration:
                 f"retention must be a RetentionPolicy, got {self.retention!r}"
             )
 
-    def to_json(self) -> dict[str, Any]:
+    def to_json(self) -> dict[str, object]:
         return {"scaling": self.scaling.to_json(), "retention": self.retention.to_json()}
 
     @classmethod
-    def from_json(cls, d: dict[str, Any]) -> "StreamConfiguration":
+    def from_json(cls, d: dict[str, object]) -> "StreamConfiguration":
         return cls(
             scaling=ScalingPolicy.from_json(d["scaling"]),
             retention=RetentionPolicy.from_json(d["retention"]),

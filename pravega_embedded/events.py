@@ -18,11 +18,14 @@ from __future__ import annotations
 import struct
 from dataclasses import dataclass
 from operator import itemgetter
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from .errors import InvalidEventPointerError
 from .names import validate_scope, validate_stream
 from .streamcut import format_segment_id
+
+if TYPE_CHECKING:
+    from .readergroup.config import Position
 
 __all__ = ["EventRead", "EventPointer"]
 
@@ -88,7 +91,7 @@ class EventRead(tuple):
     @classmethod
     def make(
         cls,
-        event: Any,
+        event: object,
         routing_key: bytes | None,
         segment_id: int,
         offset: int,
@@ -118,7 +121,7 @@ class EventRead(tuple):
         )
 
     @property
-    def position(self) -> Any:
+    def position(self) -> "Position | None":
         """For a reader-group read: the reader's Position just after this event (what
         ``group.reader_offline(reader_id, position)`` takes). None for standalone reads."""
         position_of = getattr(self[5], "position_of", None)

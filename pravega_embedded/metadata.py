@@ -533,6 +533,31 @@ class Metadata:
                         break
         return out
 
+    def index_sections(self, uid: int, offset: int) -> list[tuple[int, int, int]]:
+        """Segment ``uid``'s index entries from the one holding ``offset`` (or the first after
+        it) to its last, as (start offset, end offset, events), in offset order."""
+        k = _U64.pack(uid)
+        out = []
+        with self._read(f"read the index of segment uid {uid}") as txn:
+            cur = txn.cursor(db=self._db[b"index"])
+            target = _IDX_KEY.pack(uid, offset)
+            if cur.set_range(target):
+                if cur.key() != target:  # step back to the floor entry, if it is this segment's
+                    if not cur.prev():
+                        cur.set_range(target)
+                    elif cur.key()[:8] != k:
+                        cur.next()
+            else:
+                cur.last()  # every key is before the target: the last may be the floor
+            while cur.key()[:8] == k:
+                key = cur.key()
+                _, start = _IDX_KEY.unpack(key)
+                _, nbytes, nev, _ = _index_value(self._open(b"index", key, cur.value()))
+                out.append((start, start + nbytes, nev))
+                if not cur.next():
+                    break
+        return out
+
     def index_floor(self, uid: int, offset: int) -> tuple[int, int, int, int, int] | None:
         """The index entry of segment ``uid`` with the greatest start <= offset:
         (start offset, journal position, framed bytes, events, write time in ns or 0), or None."""

@@ -417,9 +417,11 @@ class Slice:
                 pos = stop
 
     def to_pandas(self) -> "pandas.DataFrame":
-        """A pandas DataFrame with the columns of ``to_arrow()`` (needs pandas)."""
+        """A pandas DataFrame with the columns of ``to_arrow()`` and, after ``segment_id``, a
+        ``segment`` column naming it ``number#epoch`` (needs pandas)."""
         try:
             import pandas  # noqa: F401
         except ImportError as exc:
             raise ImportError("Slice.to_pandas() needs pandas: pip install 'pravega-embedded[pandas]'") from exc
-        return self.to_arrow().to_pandas()
+        from .notebook import segment_frame
+        return segment_frame(self.to_arrow())

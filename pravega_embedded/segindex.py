@@ -221,6 +221,16 @@ class SegmentIndex:
         with self.lock:
             return {sid: seg.sections.visible_length(seg.length, acked) for sid, seg in segs.items()}
 
+    def sections(self, seg: "Segment", offset: int) -> list[tuple[int, int, int]]:
+        """``seg``'s sections from the one holding ``offset`` to its end as (start, end,
+        events), in offset order: memory first, then LMDB (invariant 3: none is missed)."""
+        with self.lock:
+            found = {e.start: (e.end, e.n_events) for e in seg.sections.entries if e.end > offset}
+        for start, end, nev in self._meta.index_sections(seg.uid, offset):
+            if end > offset:
+                found.setdefault(start, (end, nev))
+        return [(start, *found[start]) for start in sorted(found)]
+
     def staged_sections(self, seg: "Segment") -> list[tuple[int, int, int]]:
         """Every section of (staging) segment ``seg`` in offset order as (journal position,
         bytes, events): memory first, then LMDB (an entry leaves memory only after it is in

@@ -22,7 +22,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from .segindex import SectionList
-from .streamcut import format_segment_id
+from .streamcut import format_segment_id, segment_name
 
 if TYPE_CHECKING:
     from .stream import StreamState
@@ -43,10 +43,16 @@ class SegmentInfo:
     predecessors: tuple[int, ...] = ()
     successors: tuple[int, ...] = ()
     created_ns: int = 0
+    events: int | None = None  # events from head to length (None: a byte stream's segment)
 
     @property
     def number(self) -> int:
         return self.segment_id & 0xFFFFFFFF
+
+    @property
+    def name(self) -> str:
+        """``number#epoch``, as tables and pictures show the segment (``segment_name``)."""
+        return segment_name(self.segment_id)
 
     @property
     def epoch(self) -> int:
@@ -57,7 +63,7 @@ class Segment:
     """Mutable state of one segment (see the module invariants)."""
 
     __slots__ = ("uid", "segment_id", "low", "high", "length", "sealed", "sections", "stream",
-                 "preds", "succs", "sealed_epoch", "created_ns", "events_in", "bytes_in")
+                 "preds", "succs", "sealed_epoch", "created_ns", "events_in", "bytes_in", "counted")
 
     def __init__(self, uid: int, segment_id: int, low: float, high: float, length: int,
                  sealed: bool, stream: "StreamState", *, preds: tuple[int, ...] = (),
@@ -76,6 +82,7 @@ class Segment:
         self.bytes_in = 0
         self.sections = SectionList()
         self.stream = stream
+        self.counted: tuple[int, int, int] | None = None  # eventcount's memo: (lo, hi, events)
 
     @property
     def name(self) -> str:

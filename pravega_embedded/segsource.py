@@ -50,7 +50,7 @@ if TYPE_CHECKING:
     from .serializers import Serializer
     from .stream import StreamState
 
-__all__ = ["SegmentSource", "events_from", "deadline_of", "resolve_cut"]
+__all__ = ["SegmentSource", "events_from", "deadline_of", "resolve_cut", "visible_snapshot"]
 
 _new = tuple.__new__
 _FRAME_HEAD = struct.Struct("<IH")  # payload length, key length (frames.c)
@@ -293,6 +293,18 @@ class SegmentSource:
         if len(evs) != 1 or evs[0].length != length:
             raise bad
         return evs[0]
+
+
+def visible_snapshot(engine: "Engine", scope: str, stream: str
+                     ) -> tuple["StreamState", dict[int, "Segment"], dict[int, int], dict[int, int]]:
+    """An event stream's state, segments, heads and visible lengths taken together (the
+    segments, heads and acknowledged position under the append lock)."""
+    st = engine.stream(scope, stream, "events")
+    with engine.append_lock:
+        segs = dict(st.segments)
+        acked = engine.journal.acked()
+        head = st.full_head()
+    return st, segs, head, engine.index.visible_lengths(segs, acked)
 
 
 def resolve_cut(engine: "Engine", st: "StreamState", cut: StreamCut | None, what: str,

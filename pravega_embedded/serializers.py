@@ -22,9 +22,9 @@ __all__ = ["Serializer", "BytesSerializer", "TextSerializer", "JsonSerializer", 
 class Serializer(Protocol):
     name: str
 
-    def serialize(self, value: Any) -> bytes: ...
+    def serialize(self, value: object) -> bytes: ...
 
-    def deserialize(self, data: bytes) -> Any: ...
+    def deserialize(self, data: bytes) -> object: ...
 
 
 class BytesSerializer:
@@ -32,7 +32,7 @@ class BytesSerializer:
 
     name = "bytes"
 
-    def serialize(self, value: Any) -> bytes:
+    def serialize(self, value: object) -> bytes:
         if isinstance(value, bytes):
             return value
         if isinstance(value, (bytearray, memoryview)):
@@ -50,7 +50,7 @@ class TextSerializer:
 
     name = "text"
 
-    def serialize(self, value: Any) -> bytes:
+    def serialize(self, value: object) -> bytes:
         if not isinstance(value, str):
             raise SerializationError(f"text serializer: event must be str, not {type(value).__name__}")
         try:
@@ -70,7 +70,7 @@ class JsonSerializer:
 
     name = "json"
 
-    def serialize(self, value: Any) -> bytes:
+    def serialize(self, value: object) -> bytes:
         try:
             return json.dumps(value, separators=(",", ":"), ensure_ascii=False).encode("utf-8")
         except (TypeError, ValueError) as exc:

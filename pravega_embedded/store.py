@@ -30,9 +30,11 @@ import os
 import shutil
 import tempfile
 import time
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
+from dataclasses import replace
 from typing import TYPE_CHECKING, Any, Callable, Protocol
 
+from . import eventcount
 from .append import append_events
 from .background import Background, StoreStatus
 from .batch import (SegmentRange, Truncation, range_slice, segment_ranges, skip_truncated, split_ranges,
@@ -70,8 +72,8 @@ from .serializers import Serializer
 from .storedir import StoreDir, new_store_id
 from .stream import StreamInfo, StreamState
 from .streamcut import StreamCut, segment_id
-from .timelookup import Timestamp, cut_at, timestamp_ns
-from .transactions import TransactionalEventStreamWriter, Transactions
+from .timelookup import Timestamp, cut_at, timestamp_ns, write_times
+from .transactions import TransactionalEventStreamWriter, TransactionInfo, Transactions
 from .watch import SegmentCountChange, SegmentWatcher
 from .watermarks import Watermarks
 from .writer import MAX_BATCH_BYTES, MAX_EVENT_SIZE, EventStreamWriter, WriterControl
@@ -401,9 +403,18 @@ class Store:
         return sorted(st.name for st in list(e.streams.values()) if st.scope == scope)
 
     def stream_info(self, scope: str, stream: str) -> StreamInfo:
-        st = self._engine.stream(scope, stream)
-        with self._engine.append_lock:
-            return st.info()
+        """A snapshot of the stream: its configuration, segments (with their events from head
+        to length: ``info.events``), head and tail cuts, and scaling history."""
+        e = self._engine
+        st = e.stream(scope, stream)
+        with e.append_lock:
+            info = st.info()
+            segs = dict(st.segments)
+        if info.kind != "events":
+            return info
+        return replace(info, segments=tuple(
+            replace(s, events=eventcount.count(e, segs[s.segment_id], s.head, s.length, remember=True))
+            for s in info.segments))
 
     def tiered_bytes(self, scope: str, stream: str) -> int:
         """Bytes of the stream's live data that are in tier 2: per segment, from its head to
@@ -507,7 +518,7 @@ class Store:
                 raise
 
     def watch_segments(self, scope: str, stream: str,
-                       callback: Callable[[SegmentCountChange], Any] | None = None, *,
+                       callback: Callable[[SegmentCountChange], object] | None = None, *,
                        initial: bool = True) -> SegmentWatcher:
         """Watch a stream's scalings: iterate the returned watcher (or pass ``callback``, run
         on the watcher's own thread) to get a SegmentCountChange per scaling; with ``initial``
@@ -619,6 +630,13 @@ class Store:
             e.writers.discard(control)
         e.watermarks.forget(st.key, control.writer_id)
 
+    def list_transactions(self, scope: str, stream: str) -> list[TransactionInfo]:
+        """The transactions of a stream this store knows (open ones, and ended ones until
+        they are forgotten), oldest first; abort one with
+        ``create_transactional_writer(scope, stream).get_txn(txn_id).abort()``."""
+        e = self._engine
+        return e.txns.infos(e.stream(scope, stream, "events"))
+
     def create_transactional_writer(self, scope: str, stream: str, writer_id: str | None = None, *,
                                     serializer: Serializer | str | None = None) -> TransactionalEventStreamWriter:
         """A writer of transactions on one stream (docs/transactions.md)."""
@@ -710,10 +728,24 @@ class Store:
         written before (docs/event-time.md)."""
         return cut_at(self._engine, scope, stream, timestamp_ns(timestamp))
 
+    def get_stream_cut_from_tail(self, scope: str, stream: str, events: int) -> StreamCut:
+        """The tail cut moved back ``events`` events in each segment of the current epoch, not
+        before its head (kcat's ``-o -N``): read from it to get the last ``events`` events of
+        each current segment."""
+        if not isinstance(events, int) or isinstance(events, bool) or events < 0:
+            raise InvalidConfigurationError(f"events must be an int >= 0, got {events!r}")
+        return eventcount.cut_back(self._engine, scope, stream, events)
+
     def skip_truncated(self, scope: str, stream: str, cut: StreamCut) -> Truncation:
         """``cut`` moved up to the stream's head where retention (or a truncate) deleted data
         it had not read, and what was deleted (``Truncation.lost``: empty if nothing)."""
         return skip_truncated(self._engine, scope, stream, cut)
+
+    def write_times(self, pointers: Sequence[EventPointer]) -> list[int | None]:
+        """When each event was written (ns since the epoch; None for records of the first
+        journal formats, which carry no write time), in the order given: events of one append
+        share its time (docs/event-time.md)."""
+        return write_times(self._engine, list(pointers))
 
     def fetch_event(self, pointer: EventPointer, *, serializer: Serializer | str | None = None) -> EventRead:
         """Read the one event an EventPointer points to."""
@@ -859,7 +891,7 @@ def open(path: str | os.PathLike[str] = "./data", durability: str = "fsync", **o
     return Store(os.fspath(path), durability, **options)
 
 
-def open_temporary(durability: str = "none", **options: Any) -> Store:
+def open_temporary(durability: str = "none", **options: object) -> Store:
     """A fast store in a new temporary directory, deleted again on close (for tests)."""
     path = tempfile.mkdtemp(prefix="pravega-embedded-")
     return Store(path, durability, _temporary=True, **options)

@@ -21,14 +21,14 @@ group's, whose readers wait on one condition for several streams); a watcher cou
 
 from __future__ import annotations
 
-import html
 import threading
+import time
 from dataclasses import dataclass
 from typing import Any
 
 from .config import StreamConfiguration
 from .segment import Segment, SegmentInfo
-from .streamcut import StreamCut, format_segment_id
+from .streamcut import StreamCut
 from .topology import frontier
 
 __all__ = ["StreamInfo", "StreamState", "EpochInfo", "SegmentWithRange"]
@@ -77,14 +77,23 @@ class StreamInfo:
         return tuple(sorted((s for s in self.segments if not s.successors), key=lambda s: s.key_low))
 
     @property
+    def events(self) -> int | None:
+        """Events from head to tail over all segments (Redis's XLEN); None for a byte stream."""
+        counts = [s.events for s in self.segments]
+        return None if not counts or None in counts else sum(c for c in counts if c is not None)
+
+    @property
     def epoch(self) -> int:
         """The current epoch (0 until the first scaling)."""
         return self.history[-1].epoch if self.history else 0
 
-    def history_svg(self, width: int = 640, height: int = 240) -> str:
-        """The scaling history as an SVG picture: key space vs time, one box per segment."""
+    def history_svg(self, width: int = 640, height: int = 240, *, now_ns: int | None = None,
+                    colour_by: str | None = None) -> str:
+        """The scaling history as an SVG picture: key space vs time, one box per segment
+        coloured by data rate (with ``now_ns``, e.g. ``time.time_ns()``: the current epoch
+        ends there) or size (``colour_by="size"``; the default without ``now_ns``)."""
         from .history import history_svg
-        return history_svg(self, width=width, height=height)
+        return history_svg(self, width=width, height=height, now_ns=now_ns, colour_by=colour_by)
 
     def history_text(self, width: int = 72) -> str:
         """The scaling history as text (one line per epoch)."""
@@ -97,17 +106,8 @@ class StreamInfo:
         return sum(s.length - s.head for s in self.segments)
 
     def _repr_html_(self) -> str:
-        picture = self.history_svg() if len(self.history) > 1 else ""
-        rows = "".join(
-            f"<tr><td>{format_segment_id(s.segment_id)}</td><td>[{s.key_low:.4f}, {s.key_high:.4f})</td>"
-            f"<td>{s.head:,}</td><td>{s.length:,}</td><td>{'sealed' if s.sealed else 'open'}</td></tr>"
-            for s in self.segments
-        )
-        return (
-            f"<b>Stream</b> {html.escape(self.scope)}/{html.escape(self.stream)}"
-            f"{' (sealed)' if self.sealed else ''}<table><tr><th>segment</th><th>key range</th>"
-            f"<th>head</th><th>length</th><th>state</th></tr>{rows}</table>{picture}"
-        )
+        from .notebook import stream_info_html
+        return stream_info_html(self, now_ns=time.time_ns())
 
 
 class StreamState:

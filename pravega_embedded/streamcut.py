@@ -8,7 +8,13 @@ Text form (stable; part of the public format, see docs/streamcuts.md)::
     UNBOUNDED
 
 ``<segment>`` is the segment number, followed by ``#<epoch>`` when the epoch is not 0 (the
-segment id is ``epoch << 32 | number``). Offsets are byte offsets of event frames in the segment.
+segment id is ``epoch << 32 | number``); ``<number>#0`` is read as well. Offsets are byte
+offsets of event frames in the segment.
+
+Two spellings of a segment id: ``format_segment_id`` is the compact one of the text form (and of
+names other code keys on: reader-group state, Spark offsets, CLI arguments), with epoch 0 as a bare
+number; ``segment_name`` is what people read (tables, pictures, pandas frames), always
+``number#epoch``, so ``0#0`` and ``2#1`` look alike and say which epoch made the segment.
 
 Invariants:
   1. ``positions`` is sorted by segment id, each id at most once, offsets >= 0.
@@ -21,6 +27,7 @@ Thread-safety: immutable values, safe to share.
 
 from __future__ import annotations
 
+import html
 import re
 from dataclasses import dataclass
 from typing import ClassVar, Iterable, Mapping
@@ -28,7 +35,7 @@ from typing import ClassVar, Iterable, Mapping
 from .errors import InvalidStreamCutError
 from .names import NAME_PATTERN
 
-__all__ = ["StreamCut", "segment_id", "format_segment_id"]
+__all__ = ["StreamCut", "segment_id", "format_segment_id", "segment_name"]
 
 _TEXT = re.compile(
     rf"pe1:({NAME_PATTERN})/({NAME_PATTERN}):"
@@ -48,6 +55,11 @@ def format_segment_id(sid: int) -> str:
     """``number`` or ``number#epoch`` (as in the text form)."""
     number, epoch = sid & _MAX_U32, sid >> 32
     return f"{number}#{epoch}" if epoch else str(number)
+
+
+def segment_name(sid: int) -> str:
+    """``number#epoch`` always (``0#0``, ``2#1``): how a segment is shown to a person."""
+    return f"{sid & _MAX_U32}#{sid >> 32}"
 
 
 def _parse_segment(text: str) -> int:
@@ -178,12 +190,13 @@ class StreamCut:
     def _repr_html_(self) -> str:
         if self.positions is None:
             return "<code>StreamCut.UNBOUNDED</code>"
-        rows = "".join(
-            f"<tr><td>{format_segment_id(s)}</td><td>{o:,}</td></tr>" for s, o in self.positions
-        )
+        from .notebook import table
+        text = self.to_text()
+        text = text if len(text) <= 100 else text[:97] + "..."
         return (
-            f"<b>StreamCut</b> {self.scope}/{self.stream}"
-            f"<table><tr><th>segment</th><th>offset</th></tr>{rows}</table>"
+            f"<b>StreamCut</b> {html.escape(self.scope)}/{html.escape(self.stream)} "
+            f"<code>{html.escape(text)}</code>"
+            + table(("segment", "offset"), [(segment_name(s), f"{o:,}") for s, o in self.positions], right=(1,))
         )
 
 

@@ -21,6 +21,8 @@ Invariants:
      (events written before ``t`` in a segment after one written at or after it excepted, per
      invariant 1).
 
+``write_times`` answers when given events were written: the write time of each one's section.
+
 Thread-safety: pure functions over a snapshot taken under the engine's append lock.
 """
 
@@ -28,11 +30,12 @@ from __future__ import annotations
 
 import math
 from datetime import datetime, timedelta, timezone
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Sequence
 
 from .batch import snap_up
-from .errors import InvalidConfigurationError
-from .segsource import SegmentSource
+from .errors import InvalidConfigurationError, InvalidEventPointerError, SegmentNotFoundError
+from .events import EventPointer
+from .segsource import SegmentSource, visible_snapshot
 from .streamcut import StreamCut
 from .topology import frontier
 
@@ -40,7 +43,7 @@ if TYPE_CHECKING:
     from .engine import Engine
     from .segment import Segment
 
-__all__ = ["Timestamp", "timestamp_ns", "cut_at", "iso_utc"]
+__all__ = ["Timestamp", "timestamp_ns", "cut_at", "iso_utc", "write_times"]
 
 Timestamp = datetime | float | int | str  # what a user may give as a point in time
 _MAX_SECONDS = 1e11  # year ~5138: a larger number is milliseconds or nanoseconds, not seconds
@@ -89,12 +92,7 @@ def iso_utc(ns: int) -> str:
 
 def cut_at(engine: "Engine", scope: str, stream: str, t_ns: int) -> StreamCut:
     """``Store.get_stream_cut_at`` (invariants 1 and 2)."""
-    st = engine.stream(scope, stream, "events")
-    with engine.append_lock:  # segments, head and acknowledged position together
-        segs = dict(st.segments)
-        acked = engine.journal.acked()
-        head = st.full_head()
-    visible = engine.index.visible_lengths(segs, acked)
+    st, segs, head, visible = visible_snapshot(engine, scope, stream)
     full = {sid: _position(engine, seg, head.get(sid, 0), visible.get(sid, 0), t_ns)
             for sid, seg in segs.items()}
     return StreamCut.of(st.scope, st.name, frontier(segs, full))
@@ -114,3 +112,21 @@ def _position(engine: "Engine", seg: "Segment", lo: int, hi: int, t_ns: int) -> 
         else:
             start = min(e.end, hi)
     return snap_up(src, start, hi) if start > lo else lo
+
+
+def write_times(engine: "Engine", pointers: "Sequence[EventPointer]") -> list[int | None]:
+    """``Store.write_times``: per pointer, the write time in ns of the section holding its
+    event (None where records of format 1 and 2 carry none)."""
+    out: list[int | None] = []
+    last: tuple[object, int, int, int | None] | None = None  # segment, section start, end, time
+    for p in pointers:
+        if not isinstance(p, EventPointer):
+            raise InvalidEventPointerError(f"expected an EventPointer, got {type(p).__name__}")
+        seg = engine.stream(p.scope, p.stream, "events").segments.get(p.segment_id)
+        if seg is None:
+            raise SegmentNotFoundError(f"{p.scope}/{p.stream} has no segment {p.segment_id}")
+        if last is None or last[0] is not seg or not last[1] <= p.offset < last[2]:
+            e, _ = SegmentSource(engine, seg).section(p.offset)
+            last = (seg, e.start, e.end, e.write_ns or None)
+        out.append(last[3])
+    return out

@@ -46,6 +46,7 @@ import itertools
 import threading
 import time
 import uuid
+from dataclasses import dataclass
 from contextlib import ExitStack
 from typing import TYPE_CHECKING, Any, Iterable
 
@@ -75,7 +76,7 @@ if TYPE_CHECKING:
     from .engine import Engine
     from .stream import StreamState
 
-__all__ = ["TxnStatus", "Transaction", "TransactionalEventStreamWriter", "Transactions"]
+__all__ = ["TxnStatus", "TransactionInfo", "Transaction", "TransactionalEventStreamWriter", "Transactions"]
 
 DEFAULT_LEASE = 120.0
 MAX_LEASE = 86400.0
@@ -101,6 +102,19 @@ class TxnStatus(str, enum.Enum):
 
 
 _DURABLE_STATUS = (TxnStatus.OPEN, TxnStatus.COMMITTED, TxnStatus.ABORTED)
+
+
+@dataclass(frozen=True, slots=True)
+class TransactionInfo:
+    """A snapshot of one transaction of a stream (``store.list_transactions``)."""
+
+    txn_id: str  # hex UUID, as ``get_txn`` takes it
+    writer_id: str
+    status: str  # a TxnStatus value
+    created_ns: int
+    lease: float  # seconds without a ping before an open transaction is aborted
+    deadline_ns: int  # when that happens (open transactions)
+    staged_bytes: int  # bytes written into it so far (flushed to its staging segments)
 
 
 def _lease(lease: object) -> float:
@@ -249,6 +263,14 @@ class Transactions:
         if state is None or state.st is not st:
             raise TxnNotFoundError(f"no transaction {tid} on {st.key}")
         return state
+
+    def infos(self, st: "StreamState") -> list[TransactionInfo]:
+        """The transactions of ``st`` this store still knows, oldest first."""
+        with self._lock:
+            states = [t for t in self._txns.values() if t.st is st]
+        return [TransactionInfo(t.id.hex, t.writer_id, t.status.value, t.created_ns, t.lease,
+                                t.deadline_ns, sum(seg.length for seg in list(t.staged.values())))
+                for t in sorted(states, key=lambda t: t.created_ns)]
 
     def _put(self, state: _TxnState) -> None:
         with self.engine.meta.write(f"update transaction {state.id}") as w:
@@ -642,6 +664,12 @@ class Transactions:
         with self._lock:
             return sum(1 for s in self._txns.values() if s.st is st and s.status == TxnStatus.OPEN)
 
+    def open_of(self, st: "StreamState", writer_id: str) -> list[_TxnState]:
+        """The OPEN transactions of ``st`` begun by ``writer_id`` (for display)."""
+        with self._lock:
+            return [s for s in self._txns.values()
+                    if s.st is st and s.writer_id == writer_id and s.status == TxnStatus.OPEN]
+
 
 def _plan(pieces: list[_Piece]) -> Parts | None:
     """The MERGE parts of ``pieces`` (append lock held): per parent, its pieces' sections in
@@ -753,6 +781,10 @@ class Transaction:
         st = self._state
         return f"<Transaction {st.id} on {st.st.key} {st.status.value}>"
 
+    def _repr_html_(self) -> str:
+        from .notebook import transaction_html, txn_view
+        return transaction_html(self._state.st.key, txn_view(self._state))
+
 
 class TransactionalEventStreamWriter:
     """Begins transactions on one stream. Create with ``store.create_transactional_writer``."""
@@ -833,3 +865,8 @@ class TransactionalEventStreamWriter:
 
     def __repr__(self) -> str:
         return f"<TransactionalEventStreamWriter {self.writer_id!r} on {self._st.key}>"
+
+    def _repr_html_(self) -> str:
+        from .notebook import transactions_html, txn_view
+        return transactions_html("TransactionalEventStreamWriter", f"{self.writer_id!r} on {self._st.key}",
+                                 [txn_view(t) for t in self._txns.open_of(self._st, self.writer_id)])

@@ -49,7 +49,7 @@ class SegmentWatcher:
     """Changes of one stream's segments. Iterate it (blocks until the next change; ends when
     closed), call ``get(timeout)``, or give ``store.watch_segments`` a callback."""
 
-    def __init__(self, scope: str, stream: str, callback: Callable[[SegmentCountChange], Any] | None,
+    def __init__(self, scope: str, stream: str, callback: Callable[[SegmentCountChange], object] | None,
                  on_close: Callable[["SegmentWatcher"], None]) -> None:
         self.scope, self.stream = scope, stream
         self._items: deque[SegmentCountChange] = deque()
@@ -87,7 +87,7 @@ class SegmentWatcher:
                 return
             yield item
 
-    def _run(self, callback: Callable[[SegmentCountChange], Any]) -> None:
+    def _run(self, callback: Callable[[SegmentCountChange], object]) -> None:
         for change in self:
             try:
                 callback(change)

@@ -150,13 +150,13 @@ class ReaderGroupConfig:
     def end_cut(self, scope: str, stream: str) -> StreamCut | None:
         return next((c for c in self.end if (c.scope, c.stream) == (scope, stream)), None)
 
-    def with_start(self, cuts: Any) -> "ReaderGroupConfig":
+    def with_start(self, cuts: "Checkpoint | Mapping[tuple[str, str], StreamCut] | Iterable[StreamCut]") -> "ReaderGroupConfig":
         """This config reading from ``cuts`` (e.g. a Checkpoint's stream cuts) instead."""
         if isinstance(cuts, Checkpoint):
             cuts = cuts.stream_cuts
         return replace(self, start=cuts)
 
-    def to_json(self) -> dict[str, Any]:
+    def to_json(self) -> dict[str, object]:
         return {
             "streams": [f"{s}/{t}" for s, t in self.streams],
             "start": [c.to_text() for c in self.start],
@@ -167,7 +167,7 @@ class ReaderGroupConfig:
         }
 
     @classmethod
-    def from_json(cls, d: dict[str, Any]) -> "ReaderGroupConfig":
+    def from_json(cls, d: dict[str, object]) -> "ReaderGroupConfig":
         return cls(
             streams=tuple(d["streams"]),
             start=[StreamCut.from_text(t) for t in d["start"]],

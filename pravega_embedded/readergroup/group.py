@@ -17,11 +17,11 @@ Thread-safety: all methods of ReaderGroup and ReaderGroupService are thread-safe
 
 from __future__ import annotations
 
-import html
 import threading
 from dataclasses import replace
 from typing import TYPE_CHECKING, Any, Iterable, Mapping
 
+from .. import eventcount
 from ..errors import (
     CheckpointExistsError,
     CorruptDataError,
@@ -70,6 +70,7 @@ from .state import (
 
 if TYPE_CHECKING:
     from ..engine import Engine
+    from ..serializers import Serializer
 
 __all__ = ["ReaderGroup", "ReaderGroupService"]
 
@@ -240,7 +241,7 @@ class ReaderGroup:
         return self._closed
 
     # ------------------------------------------------------------------ readers
-    def create_reader(self, reader_id: str, *, serializer: Any = None) -> GroupReader:
+    def create_reader(self, reader_id: str, *, serializer: "Serializer | str | None" = None) -> GroupReader:
         """A reader in this group. A reader id the group still lists (its reader crashed or
         the store was closed abruptly) resumes that reader's segments at their last
         checkpointed offsets."""
@@ -345,7 +346,7 @@ class ReaderGroup:
         s = self._check()
         return checkpoint_from(s["done"][-1], s["config"]["streams"]) if s["done"] else None
 
-    def update_retention_cut(self, cuts: StreamCut | Checkpoint | Mapping[Any, StreamCut] | Iterable[StreamCut]) -> None:
+    def update_retention_cut(self, cuts: StreamCut | Checkpoint | Mapping[tuple[str, str], StreamCut] | Iterable[StreamCut]) -> None:
         """Tell the store this group no longer needs data before ``cuts`` (a group created
         with ``retention="manual"``): consumption-based retention may truncate up to the
         slowest subscriber's cut (docs/retention.md)."""
@@ -453,32 +454,24 @@ class ReaderGroup:
         all its streams or one. Positions are the readers' fetch positions (events fetched but
         not yet returned count as read), or for segments no reader holds, the group's offsets."""
         s = self._check()
-        only = None
-        if scope is not None or stream is not None:
-            if scope is None or stream is None:
-                raise InvalidConfigurationError("unread_bytes takes both scope and stream, or neither")
-            only = f"{validate_scope(scope)}/{validate_stream(stream)}"
-            if only not in s["config"]["streams"]:
-                raise StreamNotFoundError(f"reader group {self.name!r} does not read {only}")
-        synced = self._engine.journal.acked()
-        per: dict[str, dict[int, int]] = {}
-        for k, off in {**s["completed"], **self._positions(s)}.items():
-            skey, sid = split_seg_key(k)
-            if only is None or skey == only:
-                per.setdefault(skey, {})[sid] = off
-        total = 0
-        for skey, named in per.items():
-            segs = self._engine.segments_of(skey)
-            if segs is None or not all(sid in segs for sid in named):
-                continue
-            # segments after the frontier (successors not reached yet) count from offset 0
-            for sid, off in expand(segs, named).items():
-                limit = SegmentSource(self._engine, segs[sid]).visible_length(synced)
-                end = end_of(s, seg_key(skey, sid))
-                if end is not None:
-                    limit = min(limit, end)
-                total += max(0, limit - off)
-        return total
+        return sum(b for b, _ in self._lag_by_segment(s, self._only(s, scope, stream, "unread_bytes"),
+                                                      events=False).values())
+
+    def unread_events(self, scope: str | None = None, stream: str | None = None) -> int:
+        """As ``unread_bytes``, in events: the group's lag as Kafka's consumer lag counts it."""
+        s = self._check()
+        return sum(n for _, n in self._lag_by_segment(s, self._only(s, scope, stream, "unread_events")).values())
+
+    def _only(self, s: dict[str, Any], scope: str | None, stream: str | None, what: str) -> str | None:
+        """The one stream (``scope/stream``) a lag is asked for, or None for all of them."""
+        if scope is None and stream is None:
+            return None
+        if scope is None or stream is None:
+            raise InvalidConfigurationError(f"{what} takes both scope and stream, or neither")
+        only = f"{validate_scope(scope)}/{validate_stream(stream)}"
+        if only not in s["config"]["streams"]:
+            raise StreamNotFoundError(f"reader group {self.name!r} does not read {only}")
+        return only
 
     def segment_distribution(self) -> SegmentDistribution:
         """Which reader holds which segments, and which segments no reader holds."""
@@ -502,15 +495,33 @@ class ReaderGroup:
     def __repr__(self) -> str:
         return f"<ReaderGroup {self.name!r}{' closed' if self._closed else ''}>"
 
+    def _lag_by_segment(self, s: dict[str, Any], only: str | None = None, *,
+                        events: bool = True) -> dict[str, tuple[int, int]]:
+        """(unread bytes, unread events or 0 without ``events``) per segment key of every
+        stream or ``only`` one: successors not reached yet count from offset 0."""
+        synced = self._engine.journal.acked()
+        per: dict[str, dict[int, int]] = {}
+        for k, off in {**s["completed"], **self._positions(s)}.items():
+            skey, sid = split_seg_key(k)
+            if only is None or skey == only:
+                per.setdefault(skey, {})[sid] = off
+        out: dict[str, tuple[int, int]] = {}
+        for skey, named in per.items():
+            segs = self._engine.segments_of(skey)
+            if segs is None or not all(sid in segs for sid in named):
+                continue
+            for sid, off in expand(segs, named).items():
+                limit = SegmentSource(self._engine, segs[sid]).visible_length(synced)
+                end = end_of(s, seg_key(skey, sid))
+                limit = limit if end is None else min(limit, end)
+                n = eventcount.count(self._engine, segs[sid], off, limit) if events else 0
+                out[seg_key(skey, sid)] = (max(0, limit - off), n)
+        return out
+
     def _repr_html_(self) -> str:
+        from ..notebook import reader_group_html
         s = self._check()
-        dist = self.segment_distribution()
-        rows = "".join(
-            f"<tr><td>{html.escape(r)}</td><td>{', '.join(map(html.escape, segs)) or '-'}</td></tr>"
-            for r, segs in dist.readers.items()
-        )
-        return (
-            f"<b>ReaderGroup</b> {html.escape(self.name)}: "
-            f"{', '.join(map(html.escape, s['config']['streams']))}; unread {self.unread_bytes():,} bytes; "
-            f"unassigned {len(dist.unassigned)}<table><tr><th>reader</th><th>segments</th></tr>{rows}</table>"
-        )
+        held = {rid: tuple(r["segments"]) for rid, r in sorted(s["readers"].items())}
+        last = self.last_checkpoint()
+        return reader_group_html(self.name, tuple(s["config"]["streams"]), held, self._lag_by_segment(s),
+                                 last.name if last is not None else None, self.outstanding_checkpoints())

@@ -288,7 +288,7 @@ class GroupReader:
             raise SegmentNotFoundError(f"reader group {self.group_name!r}: no segment {k}")
         return SegmentSource(self._engine, seg)
 
-    def reread(self, k: str, ctx: Any, start: int, stop: int, max_bytes: int) -> list[EventRead]:
+    def reread(self, k: str, ctx: object, start: int, stop: int, max_bytes: int) -> list[EventRead]:
         """The events of segment ``k`` from ``start`` towards ``stop`` (about ``max_bytes``),
         with the chunk context ``ctx`` of the journal range that held them: for a proxy whose
         client could not read that range from the files (reclaimed since: tier 2 has it)."""

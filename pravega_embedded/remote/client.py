@@ -33,7 +33,7 @@ import threading
 import time
 from collections import deque
 from collections.abc import Iterator
-from typing import TYPE_CHECKING, Protocol, TypeVar
+from typing import TYPE_CHECKING, Protocol, Sequence, TypeVar
 
 from ..batch import SegmentRange, Truncation
 from ..config import one_stream, stream_configuration
@@ -55,6 +55,7 @@ from ..routing import encode_key
 from ..serializers import Serializer, resolve
 from ..streamcut import StreamCut
 from ..timelookup import Timestamp, iso_utc, timestamp_ns
+from ..transactions import TransactionInfo
 from ..writer import MAX_EVENT_SIZE, MAX_PENDING_EVENTS
 from .connection import Connection, TcpTarget, with_large
 from .handles import (
@@ -327,6 +328,24 @@ class RemoteStore:
         out = self._call("get_stream_cut_at", scope, stream, iso_utc(timestamp_ns(timestamp)))
         if not isinstance(out, StreamCut):
             raise ProtocolError("get_stream_cut_at did not answer a StreamCut")
+        return out
+
+    def list_transactions(self, scope: str, stream: str) -> list[TransactionInfo]:
+        """As ``Store.list_transactions``."""
+        return self._call("list_transactions", scope, stream)  # type: ignore[return-value]
+
+    def write_times(self, pointers: "Sequence[EventPointer]") -> list[int | None]:
+        """As ``Store.write_times``."""
+        out = self._call("write_times", list(pointers))
+        if not isinstance(out, list) or not all(t is None or type(t) is int for t in out):
+            raise ProtocolError("write_times did not answer a list of times")
+        return out
+
+    def get_stream_cut_from_tail(self, scope: str, stream: str, events: int) -> "StreamCut":
+        """As ``Store.get_stream_cut_from_tail``."""
+        out = self._call("get_stream_cut_from_tail", scope, stream, events)
+        if not isinstance(out, StreamCut):
+            raise ProtocolError("get_stream_cut_from_tail did not answer a StreamCut")
         return out
 
     def skip_truncated(self, scope: str, stream: str, cut: "StreamCut") -> Truncation:
@@ -745,6 +764,18 @@ class RemoteReader:
                 first.setdefault(ev.segment_id, ev.offset)
             return self._conn.call(self._handle, "position_before", first)  # type: ignore[return-value]
 
+    def position_before(self, unreturned: "Mapping[int, int]") -> "StreamCut":
+        """``position()`` before events this reader returned that its caller has not taken
+        yet (``{segment_id: offset of the first such event}``), as
+        ``EventStreamReader.position_before``: for a proxy that reads ahead (``aio``)."""
+        with self._lock:
+            first = {sid: off for sid, off in unreturned.items()}
+            for ev in self._buf:
+                first[ev.segment_id] = min(first.get(ev.segment_id, ev.offset), ev.offset)
+            if not first:
+                return self._conn.call(self._handle, "position")  # type: ignore[return-value]
+            return self._conn.call(self._handle, "position_before", first)  # type: ignore[return-value]
+
     def get_current_time_window(self) -> "TimeWindow":
         """The event-time window at the owner's reader (which may be a batch ahead)."""
         with self._lock:
@@ -778,4 +809,4 @@ def _event_read(ev: WireEvent, ser: Serializer | None, names: tuple[str, str]) -
 
 
 if TYPE_CHECKING:
-    from collections.abc import Callable, Iterable
+    from collections.abc import Callable, Iterable, Mapping

@@ -32,6 +32,7 @@ import itertools
 import os
 import threading
 import uuid
+import weakref
 from itertools import chain
 from collections.abc import Iterable, Iterator, Mapping
 from typing import TYPE_CHECKING, Callable
@@ -223,6 +224,9 @@ class RemoteReaderGroup(_Owned):
     def unread_bytes(self, scope: str | None = None, stream: str | None = None) -> int:
         return int(self._call("unread_bytes", scope, stream))  # type: ignore[call-overload]
 
+    def unread_events(self, scope: str | None = None, stream: str | None = None) -> int:
+        return int(self._call("unread_events", scope, stream))  # type: ignore[call-overload]
+
     def segment_distribution(self) -> SegmentDistribution:
         return self._call("segment_distribution")  # type: ignore[return-value]
 
@@ -384,6 +388,16 @@ class RemoteGroupReader(_Owned):
                 return self._call("position")  # type: ignore[return-value]
             return self._call("position_before", first)  # type: ignore[return-value]
 
+    def position_before(self, unreturned: Mapping[str, int]) -> Position:
+        """``position()`` before events returned that the caller has not taken yet
+        (``{"scope/stream/segment": offset of the first such event}``), as
+        ``GroupReader.position_before``: for a proxy that reads ahead (``aio``)."""
+        with self._lock:
+            first = _first_of(self._unreturned(), unreturned)
+            if not first:
+                return self._call("position")  # type: ignore[return-value]
+            return self._call("position_before", first)  # type: ignore[return-value]
+
     def get_current_time_window(self, scope: str, stream: str) -> "TimeWindow":
         return self._call("get_current_time_window", scope, stream)  # type: ignore[return-value]
 
@@ -392,6 +406,11 @@ class RemoteGroupReader(_Owned):
         batch not handed out is read by the group again). Idempotent. If another thread is
         waiting in a read, the connection is ended instead (the read raises
         ReaderClosedError): the owner then treats the reader as its process had died."""
+        self.close_before({})
+
+    def close_before(self, unreturned: Mapping[str, int]) -> None:
+        """``close()`` releasing the segments before events returned that the caller has
+        not taken yet (as ``GroupReader.close_before``: for a proxy that reads ahead)."""
         if self._closed:
             return
         if not self._lock.acquire(timeout=0.05):
@@ -401,7 +420,7 @@ class RemoteGroupReader(_Owned):
                 self._forget(self)
             return
         try:
-            self._close("close_before", self._unreturned(take=True))
+            self._close("close_before", _first_of(self._unreturned(take=True), unreturned))
         finally:
             if self._files is not None:
                 self._files.close()
@@ -422,6 +441,14 @@ class RemoteGroupReader(_Owned):
                 f"{' closed' if self._closed else ''}>")
 
 
+def _first_of(a: Mapping[str, int], b: Mapping[str, int]) -> dict[str, int]:
+    """Per segment, the smaller of two first-unreturned offsets."""
+    out = dict(a)
+    for k, off in b.items():
+        out[k] = min(out.get(k, off), off)
+    return out
+
+
 # ---------------------------------------------------------------------------- transactions
 class RemoteTransactionalWriter(_Owned):
     """``TransactionalEventStreamWriter``'s API in a client process."""
@@ -432,6 +459,11 @@ class RemoteTransactionalWriter(_Owned):
         self.writer_id = str(handle.info["writer_id"])
         self.scope, self.stream = scope, stream
         self._ser = serializer
+        self._live: weakref.WeakSet[RemoteTransaction] = weakref.WeakSet()  # may hold buffered events
+
+    def track(self, txn: "RemoteTransaction") -> None:
+        """Remember a transaction object of this writer: a commit by its id sends its buffer."""
+        self._live.add(txn)
 
     def _closed_error(self) -> Exception:
         return WriterClosedError(f"transactional writer {self.writer_id!r} on {self.scope}/{self.stream} is closed")
@@ -454,9 +486,17 @@ class RemoteTransactionalWriter(_Owned):
         ids = []
         for t in txns:
             if isinstance(t, RemoteTransaction):
-                t.flush()  # its buffered events reach the owner before the commit
                 t = t.txn_id
             ids.append(str(t))
+        named = set()
+        for i in ids:
+            try:
+                named.add(uuid.UUID(i))
+            except ValueError:
+                pass  # not an id: the owner says so
+        for txn in list(self._live):  # buffered events of every object of those ids go first
+            if txn.txn_id in named:
+                txn.flush()
         return bool(self._call("commit_transactions", ids, mark=mark))
 
     def last_mark(self) -> int | None:
@@ -483,6 +523,7 @@ class RemoteTransaction:
         self._buf: list[tuple[bytes | None, bytes]] = []
         self._size = 0
         self._lock = threading.Lock()
+        writer.track(self)
 
     def write_event(self, event: object, routing_key: str | None = None) -> None:
         self.write_events([event], routing_key)
@@ -757,7 +798,9 @@ class RemoteSlice(_Owned):
                 return
 
     def to_pandas(self) -> "pandas.DataFrame":
-        return self.to_arrow().to_pandas()
+        """As ``Slice.to_pandas``: ``to_arrow()``'s columns and a ``segment`` column."""
+        from ..notebook import segment_frame
+        return segment_frame(self.to_arrow())
 
     def close(self) -> None:
         """Let the owner drop the snapshot (it keeps the last few a connection made)."""

@@ -28,6 +28,7 @@ from ..bytestream import ByteStream
 from ..errors import InvalidConfigurationError, PravegaEmbeddedError, StreamNotFoundError
 from ..readergroup.config import Checkpoint, ReaderGroupConfig
 from ..batch import SegmentRange
+from ..events import EventPointer
 from ..readergroup.group import ReaderGroup
 from ..readergroup.reader import GroupReader
 from .auth import FULL, Grants
@@ -42,8 +43,8 @@ _STREAM = {
     "update_stream": "admin", "truncate_stream": "admin", "stream_info": "read", "tiered_bytes": "read",
     "create_reader": "read", "read_slice": "read", "watch_segments": "read", "create_writer": "write",
     "get_segments": "read", "get_next_stream_cut": "read",
-    "get_stream_cut_at": "read", "skip_truncated": "read",
-    "create_transactional_writer": "write", "create_byte_stream": "write",
+    "get_stream_cut_at": "read", "get_stream_cut_from_tail": "read", "skip_truncated": "read",
+    "create_transactional_writer": "write", "create_byte_stream": "write", "list_transactions": "read",
 }
 _SCOPE = {"create_scope": "admin", "delete_scope": "admin"}
 _STORE = {"checkpoint": "admin", "reclaim": "admin", "flush_tier2": "admin", "status": "read",
@@ -100,6 +101,13 @@ class Authorizer:
             self.streams(streams, "read", method)
         elif method in _GROUP:
             self._group_named(bound.get("group_name"), _GROUP[method], method)
+        elif method == "write_times":
+            pointers = bound.get("pointers")
+            if not isinstance(pointers, (list, tuple)):
+                raise InvalidConfigurationError("write_times takes a list of EventPointers")
+            for p in pointers:
+                if isinstance(p, EventPointer):  # anything else: the store refuses it
+                    g.check("read", f"{p.scope}/{p.stream}", method)
         elif method == "read_segment_range":
             rng = bound.get("rng")
             if not isinstance(rng, SegmentRange):

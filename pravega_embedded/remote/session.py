@@ -89,7 +89,8 @@ STORE_CALLS = frozenset({
     "list_reader_groups", "create_writer", "create_reader", "create_reader_group",
     "get_reader_group", "delete_reader_group", "create_transactional_writer",
     "create_byte_stream", "watch_segments", "read_slice", "get_segments", "read_segment_range",
-    "get_next_stream_cut", "get_stream_cut_at", "skip_truncated",
+    "get_next_stream_cut", "get_stream_cut_at", "get_stream_cut_from_tail", "skip_truncated",
+    "write_times", "list_transactions",
 })
 _NO_SERIALIZER = frozenset({"create_writer", "create_reader", "create_transactional_writer", "read_slice",
                             "read_segment_range"})
@@ -111,7 +112,7 @@ HANDLE_KINDS: dict[type, HandleKind] = {
         "config", "reader_offline", "online_readers", "initiate_checkpoint",
         "cancel_outstanding_checkpoints", "outstanding_checkpoints", "last_checkpoint",
         "update_retention_cut", "retention_cuts", "get_stream_cuts", "generate_stream_cuts",
-        "reset", "unread_bytes", "segment_distribution"})),
+        "reset", "unread_bytes", "unread_events", "segment_distribution"})),
     GroupReader: HandleKind("group_reader", frozenset({
         "position", "position_before", "get_current_time_window", "close_before"})),
     CheckpointFuture: HandleKind("checkpoint", frozenset({"result", "done", "name"})),

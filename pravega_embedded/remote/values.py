@@ -37,6 +37,7 @@ from ..segment import SegmentInfo
 from ..batch import SegmentRange, Truncation
 from ..stream import EpochInfo, SegmentWithRange, StreamInfo
 from ..streamcut import StreamCut
+from ..transactions import TransactionInfo
 from ..watch import SegmentCountChange
 from ..watermarks import TimeWindow
 
@@ -56,7 +57,7 @@ VALUE_TYPES: dict[str, type] = {
     cls.__name__: cls
     for cls in (StreamInfo, SegmentInfo,
                 EpochInfo, SegmentWithRange, SegmentRange, Truncation, EventPointer, StoreStatus, BackgroundFailure,
-                TimeWindow, SegmentCountChange, Position, Checkpoint, SegmentDistribution)
+                TimeWindow, SegmentCountChange, Position, Checkpoint, SegmentDistribution, TransactionInfo)
 }
 
 

@@ -160,8 +160,10 @@ class Tier2Slice:
             yield from as_slice_table(t, sid, write_time).to_batches()
 
     def to_pandas(self) -> "pandas.DataFrame":
-        """A pandas DataFrame with the columns of ``to_arrow()`` (needs pandas)."""
-        return self.to_arrow().to_pandas()
+        """A pandas DataFrame with the columns of ``to_arrow()`` and, after ``segment_id``, a
+        ``segment`` column naming it ``number#epoch`` (needs pandas)."""
+        from ..notebook import segment_frame
+        return segment_frame(self.to_arrow())
 
 
 class Tier2Store:

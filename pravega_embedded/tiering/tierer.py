@@ -47,7 +47,6 @@ turns. Lock order: ``_round_lock``, then the copier's lock, then the engine's lo
 
 from __future__ import annotations
 
-import html
 import logging
 import os
 import sys
@@ -106,14 +105,8 @@ class TieringStatus:
     local_budget: int | None  # pe.open(local_budget=...): writers wait at it (None: no budget)
 
     def _repr_html_(self) -> str:
-        colour = {"ok": "green", "retrying": "orange", "blocked": "red"}.get(self.state, "grey")
-        err = "" if self.last_error is None else f"<br>last error: {html.escape(self.last_error)}"
-        budget = "" if self.local_budget is None else f" of a {self.local_budget:,} B budget"
-        return (f"<b>Tier 2</b> {html.escape(self.target)}: "
-                f"<b style='color:{colour}'>{html.escape(self.state)}</b><br>"
-                f"tiered {self.tiered_bytes:,} B in {self.files:,} files ({self.file_bytes:,} B), "
-                f"untiered {self.untiered_bytes:,} B, lag {self.lag_seconds:.1f} s<br>"
-                f"local journal {self.local_bytes:,} B{budget}{err}")
+        from ..notebook import tiering_html
+        return tiering_html(self)
 
 
 @dataclass(slots=True)

@@ -408,8 +408,10 @@ def test_to_pandas(pe_store):
     _stream(pe_store, 2)
     _write_keyed(pe_store, 40, keys=4)
     df = pe_store.read_slice("r", "t").to_pandas()
-    assert list(df.columns) == ["event", "routing_key", "segment_id", "offset"]
+    assert list(df.columns) == ["event", "routing_key", "segment_id", "segment", "offset"]
     assert len(df) == 40
+    # beside the numeric id, its readable name (number#epoch), as tables and pictures show it
+    assert set(df["segment"]) == {f"{sid}#0" for sid in df["segment_id"]} == {"0#0", "1#0"}
     assert sorted(df["event"].tolist()) == sorted(e.event for e in pe_store.read_slice("r", "t"))
     assert df.groupby("routing_key").size().to_dict() == {f"k{i}": 10 for i in range(4)}
 

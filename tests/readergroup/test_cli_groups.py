@@ -41,7 +41,8 @@ def fails(store: Path, code: int, *args: str) -> str:
     if code == 1:
         assert out.stderr.startswith("pravega-embedded: error:"), out.stderr
     else:
-        assert "usage:" in out.stderr, out.stderr
+        assert out.stderr.startswith("pravega-embedded: error:") and "--help" in out.stderr, out.stderr
+    assert len(out.stderr.splitlines()) == 1, out.stderr  # one line, usage errors too
     return out.stderr
 
 
@@ -110,6 +111,7 @@ def test_create_list_info_and_delete(tmp_path):
     assert d["online_readers"] == []
     assert d["segments"] == {"readers": {}, "unassigned": ["a/t/0", "a/t/1", "a/u/0"]}
     assert d["unread_bytes"] == {"total": 35, "streams": {"a/t": 27, "a/u": 8}}
+    assert d["unread_events"] == {"total": 4, "streams": {"a/t": 3, "a/u": 1}}
     assert d["stream_cuts"] == {"a/t": "pe1:a/t:0=0,1=0", "a/u": "pe1:a/u:0=0"}
     assert d["last_checkpoint"] is None and d["outstanding_checkpoints"] == []
     d0 = info(store, "g0")
@@ -118,7 +120,7 @@ def test_create_list_info_and_delete(tmp_path):
     text = rg(store, "info", "g1").stdout
     assert text.startswith("reader group g1\n")
     for want in ("streams: a/t, a/u", "start a/t: head", "end a/u: unbounded", "online readers: -",
-                 "(unassigned): a/t/0, a/t/1, a/u/0", "unread bytes: 35", "a/t: 27", "a/u: 8",
+                 "(unassigned): a/t/0, a/t/1, a/u/0", "unread (lag): 4 events, 35 bytes", "a/t: 3 events, 27 bytes", "a/u: 1 events, 8 bytes",
                  "pe1:a/t:0=0,1=0", "last checkpoint: -", "outstanding checkpoints: -",
                  "automatic checkpoints: every 30s"):
         assert want in text, (want, text)

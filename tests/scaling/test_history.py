@@ -1,7 +1,8 @@
 """The scaling-history picture (``StreamInfo.history_svg``) and its text form
 (``StreamInfo.history_text``), on real histories built with ``store.scale_stream``: the SVG is
-XML with one box per segment whose extents match the key ranges and epochs, every epoch stays
-visible, output is deterministic and escaped; the text has one line per epoch."""
+XML with one box per segment whose extents match the key ranges and epochs, coloured by data
+rate or size with a legend, labelled ``number#epoch``, with no tick across the plot; every
+epoch stays visible, output is deterministic and escaped; the text has one line per epoch."""
 
 from __future__ import annotations
 
@@ -13,8 +14,8 @@ from itertools import pairwise
 import pytest
 
 import pravega_embedded as pe
-from pravega_embedded.history import MIN_EPOCH_PX, history_svg, history_text
-from pravega_embedded.streamcut import format_segment_id
+from pravega_embedded.history import MIN_EPOCH_PX, amount, history_svg, history_text, load_colour
+from pravega_embedded.streamcut import format_segment_id, segment_name
 
 NS = "{http://www.w3.org/2000/svg}"
 EPS = 0.011  # coordinates are written with two decimals
@@ -118,11 +119,11 @@ def test_tooltips_labels_and_axes(store):
             continue
         s = by_id[r.get("data-segment")]
         tip = r.find(f"{NS}title").text
-        assert tip.startswith(f"segment {r.get('data-segment')}: keys [{s.key_low:.4f}, {s.key_high:.4f})")
+        assert tip.startswith(f"segment {segment_name(s.segment_id)}: keys [{s.key_low:.4f}, {s.key_high:.4f})")
         assert f"{s.length:,} bytes" in tip and s.length > 0
         assert ("sealed" if s.sealed else "open") in tip
     labels = {t.text for t in root.iter(f"{NS}text") if t.get("class") == "segment-label"}
-    assert labels == set(by_id)  # every box is big enough at 640x240
+    assert labels == {"0#0", "1#0", "2#1", "3#1", "4#2"}  # every box is big enough at 640x240
     times = [t.text for t in root.iter(f"{NS}text") if t.get("class") == "time-label"]
     assert times[0] == "+0s" and times[-1] == "now"
     titles = [t.text for t in root.iter(f"{NS}text") if t.get("class") == "axis-title"]
@@ -137,7 +138,11 @@ def test_deterministic_and_same_as_the_streaminfo_methods(store):
     assert history_svg(info, width=300, height=120) == info.history_svg(width=300, height=120)
     assert history_text(info) == info.history_text() == history_text(info)
     assert svg.startswith("<svg") and svg.endswith("</svg>")
-    assert svg in info._repr_html_()  # more than one epoch: the notebook view shows the picture
+    # more than one epoch: the notebook view shows the picture, its current epoch up to now
+    html = info._repr_html_()
+    shown = parse(html[html.index("<svg"):html.index("</svg>") + 6])
+    assert set(boxes(shown)) == set(boxes(parse(svg)))
+    assert [t.text for t in shown.iter(f"{NS}text") if t.get("class") == "time-label"][-1].endswith("(now)")
     store.create_stream("iot", "flat")
     assert "<svg" not in store.stream_info("iot", "flat")._repr_html_()
 
@@ -293,3 +298,79 @@ def test_history_text_narrow_bars_keep_every_segment(store):
     bar = line[header.index("key space"):]
     assert len(bar) == 40 and bar.count("|") == 13
     assert [p.strip() for p in bar[1:-1].split("|")] == [str(i) for i in range(12)]
+
+
+def legend(root: ET.Element) -> tuple[str, list[str]]:
+    [g] = [g for g in root.iter(f"{NS}g") if g.get("class") == "legend"]
+    return g.get("data-by"), [t.text for t in g.iter(f"{NS}text")]
+
+
+def test_colour_by_data_rate_with_now(store):
+    """With ``now_ns`` every box is coloured by its bytes over its lifetime (to now for the
+    open ones), on one scale from 0 to the busiest, and the legend names the unit."""
+    info = split_then_merge(store)
+    starts = [e.time_ns for e in info.history]
+    now = starts[-1] + 2 * 10**9
+    root = parse(history_svg(info, now_ns=now))
+    rects = {r.get("data-segment"): r for r in root.iter(f"{NS}rect") if r.get("class") == "segment"}
+    rates = {}
+    for s in info.segments:
+        sid = format_segment_id(s.segment_id)
+        first = info.history.index(next(e for e in info.history if s.segment_id in [x.segment_id for x in e.segments]))
+        later = [e.time_ns for e in info.history[first + 1:] if s.segment_id not in [x.segment_id for x in e.segments]]
+        rates[sid] = s.length / ((later[0] if later else now) - starts[first]) * 1e9
+        assert float(rects[sid].get("data-value")) == pytest.approx(rates[sid], rel=1e-3)
+        assert "B/s over " in rects[sid].find(f"{NS}title").text
+    top = max(rates.values())
+    for sid, rate in rates.items():
+        assert rects[sid].get("fill") == load_colour(rate / top)
+    by, texts = legend(root)
+    assert by == "rate" and texts == ["data rate", "0 B/s", amount(top / 2, "B/s"), amount(top, "B/s")]
+    with pytest.raises(pe.errors.InvalidConfigurationError):
+        history_svg(info, colour_by="rate")  # no now: the open segments' rates are unknown
+    with pytest.raises(pe.errors.InvalidConfigurationError):
+        history_svg(info, now_ns=now, colour_by="heat")
+
+
+def test_colour_by_size_without_now(store):
+    info = split_then_merge(store)
+    root = parse(history_svg(info))
+    top = max(s.length for s in info.segments)
+    for r in root.iter(f"{NS}rect"):
+        if r.get("class") == "segment":
+            s = next(s for s in info.segments if format_segment_id(s.segment_id) == r.get("data-segment"))
+            assert r.get("fill") == load_colour(s.length / top)
+    assert legend(root) == ("size", ["bytes", "0 B", amount(top / 2), amount(top)])
+    assert legend(parse(history_svg(info, now_ns=info.history[-1].time_ns + 10**9, colour_by="size")))[0] == "size"
+    # a narrow picture keeps its plot and drops the legend
+    assert not [g for g in parse(history_svg(info, width=300, height=120)).iter(f"{NS}g")
+                if g.get("class") == "legend"]
+
+
+def test_scale_and_amounts():
+    assert load_colour(0.0) == "#ffffcc" and load_colour(1.0) == "#800026"
+    assert load_colour(None) == "#d9d9d9" and load_colour(2.0) == load_colour(1.0)
+    assert [amount(v) for v in (0, 512, 1536, 10 * 1024 * 1024, 5 * 2**40)] == \
+        ["0 B", "512 B", "1.5 KiB", "10 MiB", "5 TiB"]
+    assert amount(123.456, "B/s") == "123 B/s" and amount(12.345, "B/s") == "12.3 B/s"
+
+
+def test_no_line_crosses_the_plot_and_labels_fit_their_boxes(store):
+    """Epoch ticks stand below the plot; a segment's label lies inside its box."""
+    info = split_then_merge(store)
+    root = parse(history_svg(info, now_ns=info.history[-1].time_ns + 10**9))
+    f = frame(root)
+    bottom = f["y"] + f["height"]
+    for ln in root.iter(f"{NS}line"):
+        ys = sorted((float(ln.get("y1")), float(ln.get("y2"))))
+        xs = sorted((float(ln.get("x1")), float(ln.get("x2"))))
+        inside_x = f["x"] < xs[1] and xs[0] < f["x"] + f["width"]
+        inside_y = f["y"] < ys[1] and ys[0] < bottom
+        assert not (inside_x and inside_y), ln.attrib
+    got = boxes(root)
+    by_name = {segment_name(s.segment_id): format_segment_id(s.segment_id) for s in info.segments}
+    for t in root.iter(f"{NS}text"):
+        if t.get("class") == "segment-label":
+            b = got[by_name[t.text]]
+            assert b["x"] < float(t.get("x")) < b["x"] + b["width"]
+            assert b["y"] < float(t.get("y")) < b["y"] + b["height"]
