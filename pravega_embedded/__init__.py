@@ -20,6 +20,8 @@ Layout (dependencies point one way, top to bottom):
 - ``remote``       many processes on one store: the owner serves it on a unix socket; ``pe.open``
                    in another process returns a ``RemoteStore`` connected to it; ``serve_tcp``
                    and ``pe.connect`` do the same over TCP with tokens and TLS
+- ``aio``          asyncio: ``open_async`` and async handles over the sync API (blocking calls
+                   run in threads the async store owns)
 - ``spark``, ``cli``             built on the public API
 
 Quick start::
@@ -58,10 +60,22 @@ from .stream import EpochInfo, SegmentWithRange, StreamInfo
 from .streamcut import StreamCut
 from .tiering import Tier2Slice, Tier2Store, Tier2StreamInfo, TieringStatus, open_tier2
 from .remote import RemoteReader, RemoteStore, RemoteWriter, TokenTable, connect, open, serve_tcp
-from .transactions import Transaction, TransactionalEventStreamWriter, TxnStatus
+from .transactions import Transaction, TransactionalEventStreamWriter, TransactionInfo, TxnStatus
 from .watch import SegmentCountChange, SegmentWatcher
 from .watermarks import TimeWindow
 from .writer import MAX_EVENT_SIZE, EventStreamWriter
+from .aio import (
+    AsyncCheckpoint,
+    AsyncGroupReader,
+    AsyncReader,
+    AsyncReaderGroup,
+    AsyncSlice,
+    AsyncStore,
+    AsyncTransaction,
+    AsyncTransactionalWriter,
+    AsyncWriter,
+    open_async,
+)
 
 __version__ = "0.1.0"
 
@@ -106,6 +120,7 @@ __all__ = [
     "TransactionalEventStreamWriter",
     "Transaction",
     "TxnStatus",
+    "TransactionInfo",
     "ByteStream",
     "EventStreamReader",
     "Slice",
@@ -120,5 +135,15 @@ __all__ = [
     "TextSerializer",
     "JsonSerializer",
     "MAX_EVENT_SIZE",
+    "open_async",
+    "AsyncStore",
+    "AsyncWriter",
+    "AsyncReader",
+    "AsyncReaderGroup",
+    "AsyncGroupReader",
+    "AsyncCheckpoint",
+    "AsyncSlice",
+    "AsyncTransactionalWriter",
+    "AsyncTransaction",
     "__version__",
 ]

@@ -14,11 +14,13 @@ DOCUMENTED = {
     "errors", "open", "open_temporary", "open_tier2", "Store", "StoreStatus", "TieringStatus",
     "RemoteStore", "RemoteWriter", "RemoteReader", "connect", "serve_tcp", "TokenTable",
     "Tier2Store", "Tier2StreamInfo", "Tier2Slice", "BackgroundFailure",
-    "StreamConfiguration", "ScalingPolicy", "RetentionPolicy", "StreamInfo", "SegmentInfo", "EpochInfo", "SegmentWithRange", "SegmentRange", "Truncation", "SegmentCountChange", "SegmentWatcher", "TimeWindow", "TransactionalEventStreamWriter", "Transaction", "TxnStatus", "ByteStream", "StreamCut", "EventRead", "EventPointer",
+    "StreamConfiguration", "ScalingPolicy", "RetentionPolicy", "StreamInfo", "SegmentInfo", "EpochInfo", "SegmentWithRange", "SegmentRange", "Truncation", "SegmentCountChange", "SegmentWatcher", "TimeWindow", "TransactionalEventStreamWriter", "Transaction", "TxnStatus", "TransactionInfo", "ByteStream", "StreamCut", "EventRead", "EventPointer",
     "EventStreamWriter", "EventStreamReader", "Slice", "BytesSerializer", "TextSerializer",
     "JsonSerializer", "MAX_EVENT_SIZE", "__version__",
     "ReaderGroupConfig", "ReaderGroup", "GroupReader", "Checkpoint", "CheckpointFuture",
     "Position", "SegmentDistribution",
+    "open_async", "AsyncStore", "AsyncWriter", "AsyncReader", "AsyncReaderGroup", "AsyncGroupReader",
+    "AsyncCheckpoint", "AsyncSlice", "AsyncTransactionalWriter", "AsyncTransaction",
 }
 
 # class -> (parent in the tree, the builtin it must also be), as in errors.py's docstring.

@@ -41,11 +41,13 @@ def test_public_names():
         "errors", "open", "open_temporary", "open_tier2", "Store", "StoreStatus", "TieringStatus",
         "RemoteStore", "RemoteWriter", "RemoteReader", "connect", "serve_tcp", "TokenTable", "Tier2Store", "Tier2StreamInfo", "Tier2Slice", "BackgroundFailure",
         "StreamConfiguration", "ScalingPolicy",
-        "RetentionPolicy", "StreamInfo", "SegmentInfo", "EpochInfo", "SegmentWithRange", "SegmentRange", "Truncation", "SegmentCountChange", "SegmentWatcher", "TimeWindow", "TransactionalEventStreamWriter", "Transaction", "TxnStatus", "ByteStream", "StreamCut", "EventRead", "EventPointer",
+        "RetentionPolicy", "StreamInfo", "SegmentInfo", "EpochInfo", "SegmentWithRange", "SegmentRange", "Truncation", "SegmentCountChange", "SegmentWatcher", "TimeWindow", "TransactionalEventStreamWriter", "Transaction", "TxnStatus", "TransactionInfo", "ByteStream", "StreamCut", "EventRead", "EventPointer",
         "EventStreamWriter", "EventStreamReader", "Slice", "BytesSerializer", "TextSerializer",
         "JsonSerializer", "MAX_EVENT_SIZE", "__version__",
         "ReaderGroupConfig", "ReaderGroup", "GroupReader", "Checkpoint", "CheckpointFuture",
         "Position", "SegmentDistribution",
+        "open_async", "AsyncStore", "AsyncWriter", "AsyncReader", "AsyncReaderGroup", "AsyncGroupReader",
+        "AsyncCheckpoint", "AsyncSlice", "AsyncTransactionalWriter", "AsyncTransaction",
     }
     for name in pe.__all__:
         assert getattr(pe, name) is not None
