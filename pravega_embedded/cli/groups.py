@@ -1,7 +1,7 @@
 """``pravega-embedded reader-group ...``: list, create, inspect, checkpoint, reset, put readers
 offline and delete reader groups from the command line.
 
-Owns: the ``reader-group`` subcommands (parsing and text/JSON output); ``cli.py`` adds them to
+Owns: the ``reader-group`` subcommands (parsing and text/JSON output); ``cli.main`` adds them to
 its parser and calls :func:`run` with the open store. Uses only the public API.
 
 The command holds the store only while it runs, so the readers of a group live in other
@@ -17,23 +17,23 @@ from __future__ import annotations
 import argparse
 import json
 import sys
-from typing import Any, Callable
+from typing import Any
 
-from . import errors
-from .readergroup import ReaderGroupConfig
-from .store import Store
-from .streamcut import StreamCut
+from .. import errors
+from ..readergroup import ReaderGroupConfig
+from ..store import Store
+from .common import cut_arg, stream_arg
 
 __all__ = ["add_parser", "run"]
 
 
-def add_parser(sub: Any, stream_arg: Callable[[str], tuple[str, str]],
-               cut_arg: Callable[[str], StreamCut]) -> None:
-    """Add ``reader-group`` and its subcommands to the CLI's subparsers."""
-    p = sub.add_parser("reader-group", help="list, create, inspect, checkpoint, reset and delete reader groups")
+def add_parser(sub: Any, parents: list[argparse.ArgumentParser]) -> None:
+    """Add ``reader-group`` and its subcommands to the CLI's subparsers (``parents``: the
+    global options, accepted after the subcommand too)."""
+    p = sub.add_parser("reader-group", parents=parents, help="list, create, inspect, checkpoint, reset and delete reader groups")
     gsub = p.add_subparsers(dest="group_cmd", required=True, metavar="COMMAND")
-    gsub.add_parser("list", help="the reader groups, one per line")
-    s = gsub.add_parser("create", help="create a reader group over one or more streams")
+    gsub.add_parser("list", parents=parents, help="the reader groups, one per line")
+    s = gsub.add_parser("create", parents=parents, help="create a reader group over one or more streams")
     s.add_argument("name", metavar="NAME")
     s.add_argument("streams", type=stream_arg, nargs="+", metavar="SCOPE/STREAM")
     s.add_argument("--from", dest="start", type=cut_arg, action="append", default=[], metavar="CUT",
@@ -44,26 +44,26 @@ def add_parser(sub: Any, stream_arg: Callable[[str], tuple[str, str]],
                    help="seconds between automatic checkpoints, 0 for none (default 30)")
     s.add_argument("--max-checkpoints", type=int, default=3, metavar="N",
                    help="checkpoints that may be outstanding at once (default 3)")
-    s = gsub.add_parser("info", help="readers, segments, lag and checkpoints of a group")
+    s = gsub.add_parser("info", parents=parents, help="readers, segments, lag and checkpoints of a group")
     s.add_argument("name", metavar="NAME")
     s.add_argument("--json", action="store_true")
-    s = gsub.add_parser("checkpoint", help="checkpoint a group and print its StreamCuts")
+    s = gsub.add_parser("checkpoint", parents=parents, help="checkpoint a group and print its StreamCuts")
     s.add_argument("name", metavar="NAME")
     s.add_argument("checkpoint", metavar="CPNAME")
     s.add_argument("--timeout", type=float, default=2.0, metavar="SECONDS",
                    help="how long to wait for the group's readers to answer (default 2)")
-    s = gsub.add_parser("reset", help="start a group over: from its config, its last checkpoint or cuts")
+    s = gsub.add_parser("reset", parents=parents, help="start a group over: from its config, its last checkpoint or cuts")
     s.add_argument("name", metavar="NAME")
     how = s.add_mutually_exclusive_group()
     how.add_argument("--to-checkpoint", action="store_true", help="start from the last completed checkpoint")
     how.add_argument("--from", dest="start", type=cut_arg, action="append", metavar="CUT",
                      help="start StreamCut of one of the streams (repeat for more streams)")
-    s = gsub.add_parser("offline", help="take a reader out of a group (its segments go back at its last checkpoint)")
+    s = gsub.add_parser("offline", parents=parents, help="take a reader out of a group (its segments go back at its last checkpoint)")
     s.add_argument("name", metavar="NAME")
     s.add_argument("reader", metavar="READER")
-    s = gsub.add_parser("cancel-checkpoints", help="withdraw a group's outstanding checkpoints")
+    s = gsub.add_parser("cancel-checkpoints", parents=parents, help="withdraw a group's outstanding checkpoints")
     s.add_argument("name")
-    s = gsub.add_parser("delete", help="delete a reader group")
+    s = gsub.add_parser("delete", parents=parents, help="delete a reader group")
     s.add_argument("name", metavar="NAME")
 
 
@@ -87,6 +87,7 @@ def _describe(store: Store, name: str) -> dict[str, Any]:
     dist = g.segment_distribution()
     last = g.last_checkpoint()
     per_stream = {_key(p): g.unread_bytes(*p) for p in config.streams}
+    per_stream_events = {_key(p): g.unread_events(*p) for p in config.streams}
     return {
         "name": name,
         "streams": [_key(p) for p in config.streams],
@@ -98,6 +99,7 @@ def _describe(store: Store, name: str) -> dict[str, Any]:
         "segments": {"readers": {r: list(segs) for r, segs in dist.readers.items()},
                      "unassigned": list(dist.unassigned)},
         "unread_bytes": {"total": g.unread_bytes(), "streams": per_stream},
+        "unread_events": {"total": sum(per_stream_events.values()), "streams": per_stream_events},
         "stream_cuts": _cuts(g.get_stream_cuts()),
         "last_checkpoint": None if last is None else {"name": last.name, "stream_cuts": _cuts(last.stream_cuts)},
         "outstanding_checkpoints": g.outstanding_checkpoints(),
@@ -123,9 +125,9 @@ def _info(store: Store, name: str, as_json: bool) -> None:
     for reader, segs in d["segments"]["readers"].items():
         _out(f"    {reader}: {', '.join(segs) or '-'}")
     _out(f"    (unassigned): {', '.join(d['segments']['unassigned']) or '-'}")
-    _out(f"  unread bytes: {d['unread_bytes']['total']}")
+    _out(f"  unread (lag): {d['unread_events']['total']} events, {d['unread_bytes']['total']} bytes")
     for key, n in d["unread_bytes"]["streams"].items():
-        _out(f"    {key}: {n}")
+        _out(f"    {key}: {d['unread_events']['streams'][key]} events, {n} bytes")
     _out("  stream cuts:")
     for cut in d["stream_cuts"].values():
         _out(f"    {cut}")

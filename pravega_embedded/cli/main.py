@@ -1,6 +1,16 @@
-"""The ``pravega-embedded`` command: admin, kcat-like write/read, reader groups, tier 2, the demo.
+"""The ``pravega-embedded`` command: its parser, the global options, and how a failure is
+reported.
 
-Owns: argument parsing and text output; it uses only the public API.
+Owns: assembling every command group's parser (one module each in this package), the global
+options (``--store``, ``--durability``, tier 2's), accepted before the command and after it,
+``--version``, dispatching to the command, and turning every failure into one line on stderr
+and an exit code.
+
+Invariants:
+  1. No traceback reaches the user: usage errors exit 2, failures of the store, the OS or
+     the command exit 1, Ctrl-C exits 130, a closed pipe (``| head``) exits 0; each with one
+     line (``PRAVEGA_EMBEDDED_DEBUG=1`` re-raises unexpected errors, for bug reports).
+  2. A global option given after the command wins over the same option before it.
 
 Thread-safety: a command-line entry point (one call per process).
 """
@@ -8,297 +18,111 @@ Thread-safety: a command-line entry point (one call per process).
 from __future__ import annotations
 
 import argparse
-import json
+import os
 import sys
-import time
-from typing import Any, Sequence
+from typing import NoReturn, Sequence
 
-from . import cli_groups, cli_scaling, cli_tier2, errors
-from .config import ScalingPolicy, StreamConfiguration
-from .remote import RemoteStore, serve_tcp
-from .remote import open as open_store
-from .store import Store
-from .streamcut import StreamCut, format_segment_id
+from .. import __version__, errors
+from . import bytestreams, demo, groups, read, scaling, serve, streams, tier2, txns, write
+from .common import open_store
 
-__all__ = ["main"]
+__all__ = ["main", "build_parser"]
+
+_PROG = "pravega-embedded"
 
 
-def _stream_arg(text: str) -> tuple[str, str]:
-    scope, sep, stream = text.partition("/")
-    if not sep:
-        raise argparse.ArgumentTypeError(f"expected SCOPE/STREAM, got {text!r}")
-    return scope, stream
+class _Parser(argparse.ArgumentParser):
+    """argparse with one-line usage errors (invariant 1)."""
+
+    def error(self, message: str) -> NoReturn:
+        self.exit(2, f"{_PROG}: error: {message} (see {self.prog} --help)\n")
 
 
-def _cut_arg(text: str) -> StreamCut:
-    try:
-        return StreamCut.from_text(text)
-    except errors.InvalidStreamCutError as exc:
-        raise argparse.ArgumentTypeError(str(exc)) from None
+def _globals(p: argparse.ArgumentParser, *, defaults: bool) -> None:
+    d = {} if defaults else {"default": argparse.SUPPRESS}
+    p.add_argument("--store", metavar="DIR", **({"default": "./data"} if defaults else d),
+                   help="store directory (default ./data)")
+    p.add_argument("--durability", choices=["fsync", "os", "none"],
+                   **({"default": "fsync"} if defaults else d), help="durability mode (default fsync)")
+    tier2.add_global_options(p, defaults=defaults)
 
 
-def _parser() -> argparse.ArgumentParser:
-    p = argparse.ArgumentParser(prog="pravega-embedded", description=__doc__.splitlines()[0])
-    p.add_argument("--store", default="./data", help="store directory (default ./data)")
-    p.add_argument("--durability", default="fsync", choices=["fsync", "os", "none"])
-    cli_tier2.add_global_options(p)
-    sub = p.add_subparsers(dest="cmd", required=True)
-    s = sub.add_parser("create-scope", help="create a scope")
-    s.add_argument("scope")
-    s = sub.add_parser("create-stream", help="create a stream (and its scope if needed)")
-    s.add_argument("stream", type=_stream_arg, metavar="SCOPE/STREAM")
-    s.add_argument("--segments", type=int, default=1, help="fixed segment count (default 1)")
-    s = sub.add_parser("list", help="list scopes, or the streams of a scope")
-    s.add_argument("scope", nargs="?")
-    s = sub.add_parser("info", help="segments, head and tail cuts of a stream")
-    s.add_argument("stream", type=_stream_arg, metavar="SCOPE/STREAM")
-    s.add_argument("--json", action="store_true")
-    s = sub.add_parser("write", help="write stdin lines as events")
-    s.add_argument("stream", type=_stream_arg, metavar="SCOPE/STREAM")
-    s.add_argument("--key", help="routing key for every line")
-    s.add_argument("--key-field", help="lines are JSON objects; route by this field")
-    s.add_argument("--writer-id", help="writer id: its sequence numbers continue across runs")
-    s.add_argument("--line-sequence", action="store_true",
-                   help="with --writer-id: line i of the input is sequence i, so re-running the same "
-                   "input (e.g. after a crash) skips the lines already written")
-    s = sub.add_parser("read", help="print events as lines")
-    s.add_argument("stream", type=_stream_arg, metavar="SCOPE/STREAM")
-    s.add_argument("--from", dest="start", type=_cut_arg, help="start StreamCut text")
-    s.add_argument("--to", dest="end", type=_cut_arg, help="end StreamCut text")
-    s.add_argument("--follow", "-f", action="store_true",
-                   help="keep reading new events, also from writers in other processes")
-    s.add_argument("--poll", type=float, default=0.2, metavar="SECONDS",
-                   help="with --follow: how long a read waits before looking whether the stream "
-                   "was sealed (default 0.2)")
-    s.add_argument("--show-key", action="store_true", help="print KEY<TAB>EVENT")
-    s.add_argument("--show-cut", action="store_true", help="print the cut after the last event to stderr")
-    for name, help_ in (("seal", "seal a stream"), ("delete", "delete a stream")):
-        s = sub.add_parser(name, help=help_)
-        s.add_argument("stream", type=_stream_arg, metavar="SCOPE/STREAM")
-    s = sub.add_parser("truncate", help="truncate a stream at a StreamCut")
-    s.add_argument("stream", type=_stream_arg, metavar="SCOPE/STREAM")
-    s.add_argument("cut", type=_cut_arg)
-    cli_groups.add_parser(sub, _stream_arg, _cut_arg)
-    cli_scaling.add_parser(sub, _stream_arg)
-    cli_tier2.add_parser(sub)
-    s = sub.add_parser("serve", help="serve the store over TCP (with tokens, optionally TLS) until stopped")
-    s.add_argument("path", nargs="?", help="store directory (default: --store)")
-    s.add_argument("--listen", default="127.0.0.1:9090", metavar="HOST:PORT",
-                   help="address to listen on (default 127.0.0.1:9090: this machine only)")
-    s.add_argument("--token-file", required=True, help="TOML file of tokens and their grants "
-                   "(docs/multiprocess.md)")
-    s.add_argument("--tls-cert", help="PEM certificate (chain): serve TLS")
-    s.add_argument("--tls-key", help="PEM private key of --tls-cert (if not in it)")
-    s.add_argument("--idle-timeout", type=float, default=600.0, metavar="SECONDS",
-                   help="close a connection idle this long (default 600)")
-    s = sub.add_parser("demo", help="write and read back a small sensor stream")
-    s.add_argument("--events", type=int, default=100_000)
+def build_parser() -> argparse.ArgumentParser:
+    """The whole command line (every command group adds its own subcommands)."""
+    p = _Parser(prog=_PROG, description="Pravega's streams in a directory: admin, kcat-like "
+                "write/read, reader groups, transactions, byte streams, tier 2, the demo.")
+    p.add_argument("--version", action="version", version=f"{_PROG} {__version__}")
+    _globals(p, defaults=True)
+    after = _Parser(add_help=False)
+    _globals(after, defaults=False)  # invariant 2: the same options after the command
+    parents = [after]
+    sub = p.add_subparsers(dest="cmd", required=True, metavar="COMMAND")
+    streams.add_parsers(sub, parents)
+    write.add_parser(sub, parents)
+    read.add_parser(sub, parents)
+    groups.add_parser(sub, parents)
+    scaling.add_parser(sub, parents)
+    txns.add_parser(sub, parents)
+    bytestreams.add_parser(sub, parents)
+    tier2.add_parser(sub, parents)
+    serve.add_parser(sub, parents)
+    demo.add_parser(sub, parents)
     return p
 
 
-def _out(line: str) -> None:
-    sys.stdout.write(line + "\n")
+def _dispatch(args: argparse.Namespace) -> int:
+    cmd = args.cmd
+    if cmd == "demo":
+        demo.demo(args.store, args.durability, args.events, **tier2.open_options(args))
+        return 0
+    if cmd == "serve":
+        return serve.run(args)
+    if cmd == "read":
+        return read.run(args)
+    if cmd == "write":
+        return write.run(args)
+    create = cmd in streams.CREATING or (cmd == "bytes" and args.bytes_cmd in bytestreams.CREATING)
+    with open_store(args, create=create) as store:
+        if cmd in streams.COMMANDS:
+            return streams.run(store, args)
+        if cmd == "reader-group":
+            return groups.run(store, args)
+        if cmd in scaling.COMMANDS:
+            return scaling.run(store, args)
+        if cmd == "tier2":
+            return tier2.run(store, args)
+        if cmd == "txn":
+            return txns.run(store, args)
+        return bytestreams.run(store, args)
 
 
-def _info(store: Store, scope: str, stream: str, as_json: bool) -> None:
-    info = store.stream_info(scope, stream)
-    tiered = store.tiered_bytes(scope, stream)
-    if as_json:
-        _out(json.dumps({
-            "scope": scope, "stream": stream, "sealed": info.sealed,
-            "head": info.head.to_text(), "tail": info.tail.to_text(),
-            "length": info.length, "tiered_bytes": tiered,
-            "segments": [{"segment": format_segment_id(s.segment_id), "key_low": s.key_low,
-                          "key_high": s.key_high, "head": s.head, "length": s.length,
-                          "sealed": s.sealed} for s in info.segments],
-        }))
-        return
-    _out(f"stream {scope}/{stream}{' (sealed)' if info.sealed else ''}")
-    _out(f"  head: {info.head.to_text()}")
-    _out(f"  tail: {info.tail.to_text()}")
-    _out(f"  tiered: {tiered} of {info.length} bytes (head to tail) in tier 2")
-    _out("  segment  key range            head        length  state")
-    for s in info.segments:
-        _out(f"  {format_segment_id(s.segment_id):>7}  [{s.key_low:.4f}, {s.key_high:.4f})  "
-             f"{s.head:>10}  {s.length:>12}  {'sealed' if s.sealed else 'open'}")
-
-
-def _write(store: Store, scope: str, stream: str, args: argparse.Namespace) -> None:
-    if args.line_sequence and not args.writer_id:
-        raise errors.InvalidConfigurationError("--line-sequence needs --writer-id")
-    n = 0
-    with store.create_writer(scope, stream, writer_id=args.writer_id) as w:
-        for line in sys.stdin.buffer:
-            line = line.rstrip(b"\r\n")
-            key = args.key
-            if args.key_field:
-                try:
-                    obj = json.loads(line)
-                    key = None if obj.get(args.key_field) is None else str(obj[args.key_field])
-                except (ValueError, AttributeError):
-                    raise errors.SerializationError(
-                        f"line {n + 1} is not a JSON object with field {args.key_field!r}"
-                    ) from None
-            # --line-sequence: line i is sequence i, so re-running the same input adds nothing
-            w.write_event(line, routing_key=key, sequence=n if args.line_sequence else None)
-            n += 1
-        w.flush()
-        dropped = w.duplicates_dropped
-    print(f"wrote {n - dropped} events to {scope}/{stream}"
-          + (f" ({dropped} already written by writer {args.writer_id!r} were skipped)" if dropped else ""),
-          file=sys.stderr)
-
-
-def _open(args: argparse.Namespace) -> "Store | RemoteStore":
-    """The store: owned by this command, or, when another process has it open, through that
-    process (its options apply then)."""
-    return open_store(args.store, args.durability, **cli_tier2.open_options(args))
-
-
-def _serve(args: argparse.Namespace) -> int:
-    """``serve``: own the store, serve it over TCP (and to local processes) until SIGINT or
-    SIGTERM."""
-    import signal
-    import threading
-
-    stop = threading.Event()
-    for sig in (signal.SIGINT, signal.SIGTERM):
-        signal.signal(sig, lambda *_: stop.set())
-    path = args.path or args.store
-    with open_store(path, args.durability, exclusive=True, **cli_tier2.open_options(args)) as store:
-        assert isinstance(store, Store)
-        server = serve_tcp(store, args.listen, tokens=args.token_file, tls_cert=args.tls_cert,
-                           tls_key=args.tls_key, idle_timeout=args.idle_timeout)
-        host, port = server.address
-        scheme = "tls" if args.tls_cert else "tcp"
-        print(f"serving {store.path} on {scheme}://{host}:{port} (Ctrl-C stops)", file=sys.stderr, flush=True)
-        stop.wait()
-    return 0
-
-
-def _print_events(r: Any, args: argparse.Namespace) -> None:
-    out = sys.stdout.buffer
-    while (ev := r.read_next_event(timeout=0)) is not None:
-        if args.show_key:
-            out.write((ev.routing_key or "").encode() + b"\t")
-        out.write(ev.event + b"\n")
-    out.flush()
-
-
-def _read(store: Store, scope: str, stream: str, args: argparse.Namespace) -> None:
-    with store.create_reader(scope, stream, start=args.start, end=args.end) as r:
-        _print_events(r, args)
-        if args.show_cut:
-            print(r.position().to_text(), file=sys.stderr)
-
-
-def _follow(scope: str, stream: str, args: argparse.Namespace) -> None:
-    """read --follow: one reader, held open, prints events as they come (writers in other
-    processes write through whichever process owns the store). If the owner goes away, the
-    store is opened again and reading goes on from the position after the last batch printed."""
-    position, shown = args.start, None
-    out = sys.stdout.buffer
-    while True:
-        try:
-            with _open(args) as store, store.create_reader(scope, stream, start=position, end=args.end) as r:
-                while True:
-                    ev = r.read_next_event(timeout=max(0.01, args.poll))
-                    while ev is not None:
-                        if args.show_key:
-                            out.write((ev.routing_key or "").encode() + b"\t")
-                        out.write(ev.event + b"\n")
-                        ev = r.read_next_event(timeout=0)
-                    out.flush()
-                    position = r.position()
-                    if args.show_cut and position != shown:
-                        print(position.to_text(), file=sys.stderr, flush=True)
-                        shown = position
-                    if r.at_end:  # the end cut, or the end of a sealed stream
-                        return
-        except errors.ConnectionLostError:
-            continue  # the owner went away: open again (this process may become the owner)
-
-
-def demo(store_path: str, durability: str, events: int, **options: Any) -> None:
-    """Write ``events`` sensor readings to iot/sensors and read them back, with timings
-    (``options``: more keyword arguments of ``pe.open``)."""
-    with open_store(store_path, durability, **options) as store:
-        store.create_scope("iot", exist_ok=True)
-        store.create_stream("iot", "sensors", StreamConfiguration(scaling=ScalingPolicy.fixed(4)), exist_ok=True)
-        before = store.stream_info("iot", "sensors").tail
-        t = time.perf_counter()
-        with store.create_writer("iot", "sensors", writer_id="demo-gateway") as w:
-            for i in range(events):
-                w.write_event(b'{"sensor":%d,"value":%d}' % (i % 64, i), routing_key=f"sensor-{i % 64}")
-            w.flush()
-            last = w.last_sequence
-        dt = time.perf_counter() - t
-        _out(f"wrote {events:,} events in {dt:.3f}s ({events / dt:,.0f} events/s, durability={durability}, all durable)")
-        _out(f"writer demo-gateway last sequence: {last}")
-        after = store.stream_info("iot", "sensors").tail
-        t = time.perf_counter()
-        table = store.read_slice("iot", "sensors", start=before, end=after).to_arrow()
-        dt = time.perf_counter() - t
-        _out(f"read the slice {before.to_text()} .. {after.to_text()}")
-        _out(f"  -> Arrow table of {table.num_rows:,} rows in {dt:.3f}s")
-        assert table.num_rows == events
-        r = store.create_reader("iot", "sensors", start=before, end=after)
-        per_key: dict[str, int] = {}
-        n = 0
-        while (ev := r.read_next_event(timeout=0)) is not None:
-            per_key[ev.routing_key] = per_key.get(ev.routing_key, 0) + 1
-            n += 1
-        _out(f"reader got {n:,} events over {len(per_key)} routing keys")
-        _info(store, "iot", "sensors", False)
+def _fail(text: object) -> int:
+    print(f"{_PROG}: error: {' '.join(str(text).split())}", file=sys.stderr)
+    return 1
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    args = _parser().parse_args(argv)
+    """Run the command line ``argv`` (default ``sys.argv[1:]``); returns the exit code."""
+    args = build_parser().parse_args(argv)
     try:
-        if args.cmd == "demo":
-            demo(args.store, args.durability, args.events, **cli_tier2.open_options(args))
-            return 0
-        if args.cmd == "read" and args.follow:
-            _follow(*args.stream, args)
-            return 0
-        if args.cmd == "serve":
-            return _serve(args)
-        with _open(args) as store:
-            if args.cmd == "create-scope":
-                store.create_scope(args.scope, exist_ok=True)
-            elif args.cmd == "create-stream":
-                scope, stream = args.stream
-                store.create_scope(scope, exist_ok=True)
-                store.create_stream(scope, stream, StreamConfiguration(scaling=ScalingPolicy.fixed(args.segments)), exist_ok=True)
-            elif args.cmd == "list":
-                for name in (store.list_streams(args.scope) if args.scope else store.list_scopes()):
-                    _out(name)
-            elif args.cmd == "info":
-                _info(store, *args.stream, args.json)
-            elif args.cmd == "write":
-                _write(store, *args.stream, args)
-            elif args.cmd == "read":
-                _read(store, *args.stream, args)
-            elif args.cmd == "seal":
-                store.seal_stream(*args.stream)
-            elif args.cmd == "delete":
-                store.delete_stream(*args.stream)
-            elif args.cmd == "truncate":
-                store.truncate_stream(*args.stream, args.cut)
-            elif args.cmd == "reader-group":
-                return cli_groups.run(store, args)
-            elif args.cmd in cli_scaling.COMMANDS:
-                return cli_scaling.run(store, args)
-            elif args.cmd == "tier2":
-                return cli_tier2.run(store, args)
+        return _dispatch(args)
+    except BrokenPipeError:
+        # the reader of our output went away (`| head`): stop quietly, and keep Python's
+        # flush at exit from failing on the closed pipe too
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
         return 0
-    except errors.PravegaEmbeddedError as exc:
-        print(f"pravega-embedded: error: {exc}", file=sys.stderr)
-        return 1
     except KeyboardInterrupt:
         return 130
-    except BrokenPipeError:
-        return 0
+    except errors.PravegaEmbeddedError as exc:
+        return _fail(exc)
+    except OSError as exc:
+        where = f" ({exc.filename})" if exc.filename else ""
+        return _fail(f"{exc.strerror or exc}{where}")
+    except Exception as exc:  # invariant 1: a bug, told in one line
+        if os.environ.get("PRAVEGA_EMBEDDED_DEBUG"):
+            raise
+        return _fail(f"internal error: {type(exc).__name__}: {exc} (PRAVEGA_EMBEDDED_DEBUG=1 "
+                     "shows where; please report it)")
 
 
 if __name__ == "__main__":

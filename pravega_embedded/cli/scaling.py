@@ -1,7 +1,7 @@
 """``pravega-embedded history | scale | update-stream``: a stream's scaling history (text or
 SVG), manual scaling, and changing a stream's scaling and retention policies.
 
-Owns: the scaling subcommands (parsing and output); ``cli.py`` adds them to its parser and calls
+Owns: the scaling subcommands (parsing and output); ``cli.main`` adds them to its parser and calls
 :func:`run` with the open store for the commands in :data:`COMMANDS`. Uses only the public API.
 
 Segment ids are written as in StreamCut text and ``info``: ``NUMBER`` or ``NUMBER#EPOCH``. Key
@@ -18,34 +18,21 @@ import argparse
 import re
 import sys
 from fractions import Fraction
-from typing import Any, Callable
+from typing import Any
 
-from . import errors
-from .config import RetentionPolicy, ScalingPolicy, StreamConfiguration
-from .store import Store
-from .streamcut import format_segment_id, segment_id
+from .. import errors
+from ..config import RetentionPolicy, ScalingPolicy, StreamConfiguration
+from ..store import Store
+from ..streamcut import format_segment_id
+from .common import describe_retention, describe_scaling, segment_ids_arg, stream_arg
 
 __all__ = ["COMMANDS", "add_parser", "run"]
 
 COMMANDS = frozenset({"history", "scale", "update-stream"})
 
-_SEGMENT = re.compile(r"([0-9]{1,10})(?:#([0-9]{1,10}))?")
 _NUMBER = r"(?:[0-9]+(?:\.[0-9]*)?|\.[0-9]+)(?:[eE][-+]?[0-9]+)?(?:/[0-9]+)?"
 _RANGE = re.compile(rf"\s*({_NUMBER})\s*-\s*({_NUMBER})\s*")
-_MAX_U32 = (1 << 32) - 1
 _SNAP = 5e-5  # half of the last decimal `info` prints
-
-
-def _segment_ids(text: str) -> list[int]:
-    """``ID[,ID..]`` -> segment ids (``NUMBER`` or ``NUMBER#EPOCH``)."""
-    out = []
-    for part in text.split(","):
-        m = _SEGMENT.fullmatch(part.strip())
-        if m is None or int(m.group(1)) > _MAX_U32 or int(m.group(2) or 0) > _MAX_U32:
-            raise argparse.ArgumentTypeError(
-                f"bad segment id {part.strip()!r}: expected NUMBER or NUMBER#EPOCH (as `info` prints them)")
-        out.append(segment_id(int(m.group(1)), int(m.group(2) or 0)))
-    return out
 
 
 def _key_ranges(text: str) -> list[tuple[float, float]]:
@@ -63,21 +50,21 @@ def _key_ranges(text: str) -> list[tuple[float, float]]:
     return out
 
 
-def add_parser(sub: Any, stream_arg: Callable[[str], tuple[str, str]]) -> None:
+def add_parser(sub: Any, parents: list[argparse.ArgumentParser]) -> None:
     """Add ``history``, ``scale`` and ``update-stream`` to the CLI's subparsers."""
-    s = sub.add_parser("history", help="a stream's scaling history: one line per epoch, or an SVG picture")
+    s = sub.add_parser("history", parents=parents, help="a stream's scaling history: one line per epoch, or an SVG picture")
     s.add_argument("stream", type=stream_arg, metavar="SCOPE/STREAM")
     s.add_argument("--svg", metavar="FILE", help="write the history as an SVG picture to FILE ('-': stdout)")
     s.add_argument("--width", type=int, metavar="N",
                    help="key-space bar width in characters (default 72); with --svg: pixels (default 640)")
     s.add_argument("--height", type=int, default=240, metavar="PX", help="with --svg: pixels (default 240)")
-    s = sub.add_parser("scale", help="seal segments and create successors owning the given key ranges")
+    s = sub.add_parser("scale", parents=parents, help="seal segments and create successors owning the given key ranges")
     s.add_argument("stream", type=stream_arg, metavar="SCOPE/STREAM")
-    s.add_argument("--seal", type=_segment_ids, required=True, metavar="ID[,ID..]",
+    s.add_argument("--seal", type=segment_ids_arg, required=True, metavar="ID[,ID..]",
                    help="open segments to seal, e.g. 0 or 2#1,3#1")
     s.add_argument("--ranges", type=_key_ranges, required=True, metavar="LO-HI[,LO-HI..]",
                    help="key ranges of the new segments; together exactly the sealed ones' ranges")
-    s = sub.add_parser("update-stream", help="change a stream's scaling and/or retention policy")
+    s = sub.add_parser("update-stream", parents=parents, help="change a stream's scaling and/or retention policy")
     s.add_argument("stream", type=stream_arg, metavar="SCOPE/STREAM")
     scaling = s.add_mutually_exclusive_group()
     scaling.add_argument("--fixed", type=int, metavar="N", help="ScalingPolicy.fixed(N): rescale to N equal segments")
@@ -193,20 +180,6 @@ def _retention(current: RetentionPolicy, args: argparse.Namespace) -> RetentionP
     return current
 
 
-def _describe_scaling(p: ScalingPolicy) -> str:
-    if p.kind == "fixed":
-        return f"fixed({p.min_segments})"
-    target = f"{p.target_rate:g} events/s" if p.kind == "event_rate" else f"{p.target_kib_per_s:g} KiB/s"
-    return f"by_{p.kind}({target}, scale_factor={p.scale_factor}, min_segments={p.min_segments})"
-
-
-def _describe_retention(p: RetentionPolicy) -> str:
-    if p.kind in ("none", "consumption"):
-        return "none" if p.kind == "none" else "by_consumption"
-    low = f"{p.min / 86400:g} days" if p.kind == "time" else f"{p.min:,.0f} bytes"
-    return f"by_{'time' if p.kind == 'time' else 'size'}({low})"
-
-
 def _update(store: Store, scope: str, stream: str, args: argparse.Namespace) -> int:
     retention_options = (args.retention_none or args.retention_consumption
                          or args.retention_days is not None or args.retention_bytes is not None)
@@ -220,8 +193,8 @@ def _update(store: Store, scope: str, stream: str, args: argparse.Namespace) -> 
     new = StreamConfiguration(scaling=_scaling(config.scaling, args), retention=_retention(config.retention, args))
     store.update_stream(scope, stream, new)
     after = store.stream_info(scope, stream)
-    _note(f"updated {scope}/{stream}: scaling {_describe_scaling(new.scaling)}, retention "
-          f"{_describe_retention(new.retention)}; {len(after.current_segments)} segment(s) in epoch {after.epoch}")
+    _note(f"updated {scope}/{stream}: scaling {describe_scaling(new.scaling)}, retention "
+          f"{describe_retention(new.retention)}; {len(after.current_segments)} segment(s) in epoch {after.epoch}")
     return 0
 
 

@@ -4,7 +4,7 @@ everything durable to tier 2 now; plus the global options that say where a store
 to ``pe.open``.
 
 Owns: the ``tier2`` subcommands (parsing and text/JSON output) and the tier-2 open options;
-``cli.py`` adds them to its parser, opens the store with :func:`open_options` and calls
+``cli.main`` adds them to its parser, opens the store with :func:`open_options` and calls
 :func:`run` with the open store. Uses only the public API.
 
 A command holds the store only while it runs, so ``tier2 status`` shows the tiering of that
@@ -24,8 +24,8 @@ import sys
 import time
 from typing import TYPE_CHECKING, Any
 
-from . import errors
-from .store import Store
+from .. import errors
+from ..store import Store
 
 if TYPE_CHECKING:
     from .tiering import TieringStatus
@@ -54,14 +54,19 @@ def _seconds_arg(text: str) -> float:
     return value
 
 
-def add_global_options(p: argparse.ArgumentParser) -> None:
-    """Add ``--tier2``, ``--no-tier2`` and ``--tier2-option`` to the CLI's global options."""
+def add_global_options(p: argparse.ArgumentParser, *, defaults: bool = True) -> None:
+    """Add ``--tier2``, ``--no-tier2`` and ``--tier2-option`` to the CLI's global options
+    (``defaults=False``: leave them out of the namespace unless given, for the copies after
+    a subcommand)."""
+    d = {} if defaults else {"default": argparse.SUPPRESS}
     where = p.add_mutually_exclusive_group()
-    where.add_argument("--tier2", metavar="URL",
+    where.add_argument("--tier2", metavar="URL", **d,
                        help="the store's tier 2: any fsspec URL or folder (default STORE/tier2); "
                        "give it to every command of a store that tiers elsewhere")
-    where.add_argument("--no-tier2", action="store_true", help="open the store without tiering (tier2=False)")
-    p.add_argument("--tier2-option", dest="tier2_options", type=_option_arg, action="append", default=[],
+    where.add_argument("--no-tier2", action="store_true", **d,
+                       help="open the store without tiering (tier2=False)")
+    p.add_argument("--tier2-option", dest="tier2_options", type=_option_arg, action="append",
+                   **({"default": []} if defaults else d),
                    metavar="KEY=VALUE", help="a storage option of tier 2's file system (repeat for more); "
                    "VALUE is JSON if it parses as JSON (true, 3, {...}), else text")
 
@@ -80,13 +85,13 @@ def open_options(args: argparse.Namespace) -> dict[str, Any]:
     return options
 
 
-def add_parser(sub: Any) -> None:
+def add_parser(sub: Any, parents: list[argparse.ArgumentParser]) -> None:
     """Add ``tier2`` and its subcommands to the CLI's subparsers."""
-    p = sub.add_parser("tier2", help="tiering to tier 2: its status, and copying everything to it now")
+    p = sub.add_parser("tier2", parents=parents, help="tiering to tier 2: its status, and copying everything to it now")
     tsub = p.add_subparsers(dest="tier2_cmd", required=True, metavar="COMMAND")
-    s = tsub.add_parser("status", help="state, tiered and untiered bytes, files, lag and the last error")
+    s = tsub.add_parser("status", parents=parents, help="state, tiered and untiered bytes, files, lag and the last error")
     s.add_argument("--json", action="store_true", help="print one JSON object")
-    s = tsub.add_parser("flush", help="copy everything durable now to tier 2, then print the status")
+    s = tsub.add_parser("flush", parents=parents, help="copy everything durable now to tier 2, then print the status")
     s.add_argument("--timeout", type=_seconds_arg, metavar="SECONDS",
                    help="give up after this long while tier 2 fails, and exit 1 (default: no limit)")
 

@@ -16,8 +16,8 @@ from pathlib import Path
 import pyarrow.parquet as pq
 
 import pravega_embedded as pe
-from pravega_embedded.cli import _parser
-from pravega_embedded.cli_tier2 import open_options
+from pravega_embedded.cli import build_parser as _parser
+from pravega_embedded.cli.tier2 import open_options
 
 REPO = Path(__file__).resolve().parents[2]
 ENV = dict(os.environ, PYTHONPATH=str(REPO))
@@ -66,6 +66,7 @@ def info(store: Path, *options: str) -> dict:
 
 def test_status_of_a_fresh_store(tmp_path):
     store = tmp_path / "s"
+    ok(store, "create-scope", "iot")
     text = ok(store, "tier2", "status").stdout
     assert text.splitlines()[0] == f"tier 2 {store / 'tier2'}: ok"
     assert "  tiered: 0 bytes in 0 files (0 bytes of Parquet)" in text

@@ -41,7 +41,8 @@ def fails(store: Path, code: int, *args: str) -> str:
     if code == 1:
         assert out.stderr.startswith("pravega-embedded: error:"), out.stderr
     else:
-        assert "usage:" in out.stderr, out.stderr
+        assert out.stderr.startswith("pravega-embedded: error:") and "--help" in out.stderr, out.stderr
+    assert len(out.stderr.splitlines()) == 1, out.stderr  # one line, usage errors too
     return out.stderr
 
 
