@@ -63,7 +63,7 @@ def _starts(engine: "Engine", seg: "Segment", lo: int, hi: int) -> list[int]:
 
 def _count(engine: "Engine", seg: "Segment", lo: int, hi: int) -> int:
     n = 0
-    for start, end, nev in engine.index.sections(seg, lo):
+    for start, end, nev in engine.index.sections(seg, lo, hi):
         if start >= hi:
             break
         if start >= lo and end <= hi:
@@ -94,7 +94,7 @@ def back(engine: "Engine", seg: "Segment", lo: int, hi: int, n: int) -> int:
     if n <= 0 or hi <= lo:
         return hi
     left = n
-    for start, end, nev in reversed([s for s in engine.index.sections(seg, lo) if s[0] < hi]):
+    for start, end, nev in reversed(engine.index.sections(seg, lo, hi)):
         if start >= lo and end <= hi:
             if nev < left:
                 left -= nev

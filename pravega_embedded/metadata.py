@@ -533,29 +533,34 @@ class Metadata:
                         break
         return out
 
-    def index_sections(self, uid: int, offset: int) -> list[tuple[int, int, int]]:
-        """Segment ``uid``'s index entries from the one holding ``offset`` (or the first after
-        it) to its last, as (start offset, end offset, events), in offset order."""
-        k = _U64.pack(uid)
-        out = []
-        with self._read(f"read the index of segment uid {uid}") as txn:
-            cur = txn.cursor(db=self._db[b"index"])
-            target = _IDX_KEY.pack(uid, offset)
-            if cur.set_range(target):
-                if cur.key() != target:  # step back to the floor entry, if it is this segment's
-                    if not cur.prev():
-                        cur.set_range(target)
-                    elif cur.key()[:8] != k:
-                        cur.next()
-            else:
-                cur.last()  # every key is before the target: the last may be the floor
-            while cur.key()[:8] == k:
-                key = cur.key()
-                _, start = _IDX_KEY.unpack(key)
-                _, nbytes, nev, _ = _index_value(self._open(b"index", key, cur.value()))
-                out.append((start, start + nbytes, nev))
-                if not cur.next():
+    def index_sections(self, uid: int, offset: int, stop: int) -> list[tuple[int, int, int]]:
+        """Segment ``uid``'s index entries from the one holding ``offset`` on, before ``stop``,
+        as (start offset, end offset, events), in offset order, as far as they are in LMDB.
+        Sections are contiguous, so each is looked up by its exact key from the root (a cursor
+        stepping across leaf pages aborts the process in LMDB's asserts on a damaged page;
+        a lookup reports the damage)."""
+        out: list[tuple[int, int, int]] = []
+        at = offset
+        what = f"read the index of segment uid {uid}"
+        with self._read(what) as txn:
+            exact = self._get(txn, b"index", _IDX_KEY.pack(uid, at)) is not None
+        if not exact:  # the offset lies inside a section (a head after a truncation)
+            floor = self.index_floor(uid, offset)
+            if floor is None or floor[0] + floor[2] <= offset:
+                return out
+            at = floor[0]
+        with self._read(what) as txn:
+            raw = self._get(txn, b"index", _IDX_KEY.pack(uid, at))
+            while raw is not None:
+                _, nbytes, nev, _ = _index_value(raw)
+                if nbytes <= 0:
+                    raise CorruptDataError(f"metadata index entry of segment uid {uid} at {at} "
+                                           f"has {nbytes} bytes: the metadata is damaged")
+                out.append((at, at + nbytes, nev))
+                at += nbytes
+                if at >= stop:
                     break
+                raw = self._get(txn, b"index", _IDX_KEY.pack(uid, at))
         return out
 
     def index_floor(self, uid: int, offset: int) -> tuple[int, int, int, int, int] | None:

@@ -221,13 +221,16 @@ class SegmentIndex:
         with self.lock:
             return {sid: seg.sections.visible_length(seg.length, acked) for sid, seg in segs.items()}
 
-    def sections(self, seg: "Segment", offset: int) -> list[tuple[int, int, int]]:
-        """``seg``'s sections from the one holding ``offset`` to its end as (start, end,
-        events), in offset order: memory first, then LMDB (invariant 3: none is missed)."""
+    def sections(self, seg: "Segment", offset: int, stop: int) -> list[tuple[int, int, int]]:
+        """``seg``'s sections from the one holding ``offset`` to the one holding ``stop - 1``
+        as (start, end, events), in offset order: memory first, then LMDB (invariant 3: none
+        is missed)."""
         with self.lock:
-            found = {e.start: (e.end, e.n_events) for e in seg.sections.entries if e.end > offset}
-        for start, end, nev in self._meta.index_sections(seg.uid, offset):
-            if end > offset:
+            found = {e.start: (e.end, e.n_events) for e in seg.sections.entries
+                     if e.end > offset and e.start < stop}
+        first = min(found, default=stop)
+        if first > offset:  # older sections: from LMDB, up to the first one in memory
+            for start, end, nev in self._meta.index_sections(seg.uid, offset, first):
                 found.setdefault(start, (end, nev))
         return [(start, *found[start]) for start in sorted(found)]
 

@@ -231,6 +231,7 @@ def test_progress_line_on_a_terminal_only(tmp_path):
 def test_offset_end_waits_for_new_events(tmp_path):
     store = tmp_path / "s"
     make(store)
+    owner = pe.open(store, "none")  # both commands are clients: the follower's exit ends no write
     follower = subprocess.Popen([*CMD, "--store", str(store), "--durability", "none", "read", "iot/s",
                                  "-o", "end", "-c", "2", "--show-cut", "-f", "%k %s\\n"],
                                 stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=ENV)
@@ -242,5 +243,6 @@ def test_offset_end_waits_for_new_events(tmp_path):
         out, _ = follower.communicate(timeout=120)
     finally:
         follower.kill()
+        owner.close()
     assert follower.returncode == 0
     assert sorted(out.decode().splitlines()) in (["a new1", "b new2"], ["a new1", "a new3"])  # per-key order
