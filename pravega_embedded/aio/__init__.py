@@ -16,6 +16,7 @@ lock a writer holds) runs on the event loop, and every call is cancel-safe::
 Layout (one module per concept):
 
 - ``threads``      the thread pools (work, waits), ordered lanes, results back to the loop
+- ``handle``       ``LaneHandle``: a handle opened in the background, closed behind its calls
 - ``store``        ``open_async``, ``AsyncStore``: open, admin, handles, close
 - ``writer``       ``AsyncWriter``
 - ``reader``       the cancel-safe read protocol (``ReadPump``) and ``AsyncReader``

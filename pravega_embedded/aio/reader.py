@@ -42,6 +42,7 @@ import concurrent.futures
 from typing import TYPE_CHECKING, Callable, Generator, Generic, Mapping, NamedTuple, TypeVar, Union
 
 from ..errors import ReaderClosedError
+from .handle import retrieve
 from .threads import LOG, Runner
 
 if TYPE_CHECKING:
@@ -68,11 +69,6 @@ class _Read(NamedTuple):
     fut: "asyncio.Future[EventRead | None]"
 
 
-def _retrieve(fut: "asyncio.Future[object]") -> None:
-    if not fut.cancelled():
-        fut.exception()  # seen: the claimer raises it (invariant 1)
-
-
 def check_timeout(timeout: float | None) -> None:
     """A plain TypeError for a timeout that is not a number, as the sync readers raise."""
     if timeout is not None and (isinstance(timeout, bool) or not isinstance(timeout, (int, float))):
@@ -91,7 +87,7 @@ class ReadPump(Generic[R]):
         self._ended = ended
         self._open_cf = runner.submit(runner.work, opener)
         self._opened: asyncio.Future[R] = asyncio.wrap_future(self._open_cf)
-        self._opened.add_done_callback(_retrieve)  # type: ignore[arg-type]
+        self._opened.add_done_callback(retrieve)  # type: ignore[arg-type]
         self._lock = asyncio.Lock()
         self._inflight: _Read | None = None
         self.closing = False
@@ -134,7 +130,7 @@ class ReadPump(Generic[R]):
     def _start(self, r: R, t: float) -> _Read:
         cf = self.runner.submit(self.runner.waits, r.read_next_event, t)
         fut = asyncio.wrap_future(cf)
-        fut.add_done_callback(_retrieve)  # type: ignore[arg-type]
+        fut.add_done_callback(retrieve)  # type: ignore[arg-type]
         return _Read(cf, fut)
 
     def _claim(self, pending: _Read) -> "EventRead | None":

@@ -24,6 +24,7 @@ import itertools
 from collections import deque
 from typing import TYPE_CHECKING, Callable, Generic, Iterator, TypeVar, Union
 
+from .handle import retrieve
 from .threads import Runner
 
 if TYPE_CHECKING:
@@ -39,11 +40,6 @@ __all__ = ["AsyncSlice", "CHUNK"]
 CHUNK = 1024  # events (or record batches: at most a few) fetched per thread hop
 SyncSlice = Union["Slice", "RemoteSlice"]
 T = TypeVar("T")
-
-
-def _retrieve(fut: "asyncio.Future[object]") -> None:
-    if not fut.cancelled():
-        fut.exception()  # seen: the next __anext__ raises it
 
 
 class _Chunks(Generic[T]):
@@ -72,7 +68,7 @@ class _Chunks(Generic[T]):
                 raise StopAsyncIteration
             if self._pending is None:
                 self._pending = asyncio.ensure_future(self._runner.run(self._next_chunk, what="a slice read"))
-                self._pending.add_done_callback(_retrieve)
+                self._pending.add_done_callback(retrieve)
             chunk = await asyncio.shield(self._pending)  # cancelled: the chunk waits for the next call
             self._pending = None
             if not chunk:

@@ -326,8 +326,11 @@ class AsyncStore:
             if self._opening is not None:
                 try:
                     await asyncio.shield(self._opening)
-                except BaseException:  # noqa: BLE001 - it never opened: nothing to close
-                    pass
+                except (Exception, asyncio.CancelledError) as exc:
+                    if not self._opening.done():
+                        raise  # this close was cancelled, not the open
+                    # it never opened: its awaiter got this error; nothing to close
+                    LOG.debug("closing an async store whose open failed: %r", exc)
             with self._handles_lock:
                 handles = list(self._handles.values())
             readers = [h for h in handles if isinstance(h, (AsyncReader, AsyncGroupReader))]

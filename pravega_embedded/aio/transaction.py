@@ -25,9 +25,9 @@ from __future__ import annotations
 import asyncio
 import uuid
 from types import TracebackType
-from typing import TYPE_CHECKING, Callable, Generator, Iterable, TypeVar, Union
+from typing import TYPE_CHECKING, Callable, Iterable, TypeVar, Union
 
-from ..errors import WriterClosedError
+from .handle import LaneHandle
 from .threads import Lane, Runner
 
 if TYPE_CHECKING:
@@ -39,11 +39,6 @@ __all__ = ["AsyncTransactionalWriter", "AsyncTransaction"]
 SyncTxnWriter = Union["TransactionalEventStreamWriter", "RemoteTransactionalWriter"]
 SyncTxn = Union["Transaction", "RemoteTransaction"]
 T = TypeVar("T")
-
-
-def _retrieve(fut: "asyncio.Future[object]") -> None:
-    if not fut.cancelled():
-        fut.exception()
 
 
 class AsyncTransaction:
@@ -98,45 +93,12 @@ class AsyncTransaction:
         return f"<AsyncTransaction {self.txn_id}>"
 
 
-class AsyncTransactionalWriter:
+class AsyncTransactionalWriter(LaneHandle[SyncTxnWriter]):
     """Begins transactions on one stream (``store.create_transactional_writer(...)``; opens
     in the background, ``await`` it to open it at once and see errors there)."""
 
-    def __init__(self, runner: Runner, opener: Callable[[], SyncTxnWriter], what: str,
-                 on_close: Callable[["AsyncTransactionalWriter"], None]) -> None:
-        self._runner = runner
-        self._on_close = on_close
-        self._what = what
-        self._lane = Lane(runner, what)
-        self._sync: SyncTxnWriter | None = None
-        self._open_error: BaseException | None = None
-        self._close: asyncio.Future[None] | None = None
-        self._opened = self._lane.submit(self._open, opener, what=f"opening {what}")
-        self._opened.add_done_callback(_retrieve)  # type: ignore[arg-type]
-
-    def _open(self, opener: Callable[[], SyncTxnWriter]) -> None:
-        try:
-            self._sync = opener()
-        except BaseException as exc:
-            self._open_error = exc
-            raise
-
-    def _writer(self) -> SyncTxnWriter:
-        if self._sync is None:
-            if self._open_error is not None:
-                raise self._open_error
-            raise WriterClosedError(f"{self._what} is not open yet: await it first")
-        return self._sync
-
-    def __await__(self) -> Generator[object, None, "AsyncTransactionalWriter"]:
-        return self._wait_open().__await__()
-
-    async def _wait_open(self) -> "AsyncTransactionalWriter":
-        await asyncio.shield(self._opened)
-        return self
-
     async def _run(self, fn: Callable[[SyncTxnWriter], T]) -> T:
-        return await self._lane.submit(lambda: fn(self._writer()))
+        return await self._lane.submit(lambda: fn(self._handle()))
 
     async def begin_txn(self, lease: float | None = None) -> AsyncTransaction:
         """A new OPEN transaction (aborted if not committed within ``lease`` seconds)."""
@@ -165,26 +127,7 @@ class AsyncTransactionalWriter:
 
     @property
     def writer_id(self) -> str:
-        return self._writer().writer_id
-
-    async def close(self) -> None:
-        """Idempotent; open transactions stay open."""
-        if self._close is None:
-            self._close = self._lane.submit(self._close_sync, what=f"closing {self._what}")
-        await asyncio.shield(self._close)
-
-    def _close_sync(self) -> None:
-        try:
-            if self._sync is not None:
-                self._sync.close()
-        finally:
-            self._on_close(self)
-
-    async def __aenter__(self) -> "AsyncTransactionalWriter":
-        return await self._wait_open()
-
-    async def __aexit__(self, *exc: object) -> None:
-        await self.close()
+        return self._handle().writer_id
 
     def __repr__(self) -> str:
         return f"<AsyncTransactionalWriter {self._what}>"

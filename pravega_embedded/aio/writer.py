@@ -23,11 +23,9 @@ Thread-safety: use an AsyncWriter from one event loop; any number of tasks may w
 
 from __future__ import annotations
 
-import asyncio
-from typing import TYPE_CHECKING, Callable, Generator, Iterable, Union
+from typing import TYPE_CHECKING, Iterable, Union
 
-from ..errors import WriterClosedError
-from .threads import Lane, Runner
+from .handle import LaneHandle
 
 if TYPE_CHECKING:
     from ..remote import RemoteWriter
@@ -38,13 +36,7 @@ __all__ = ["AsyncWriter"]
 SyncWriter = Union["EventStreamWriter", "RemoteWriter"]
 
 
-def _retrieve(fut: "asyncio.Future[object]") -> None:
-    """Mark a future's failure as seen (it is raised to every caller that awaits it)."""
-    if not fut.cancelled():
-        fut.exception()
-
-
-class AsyncWriter:
+class AsyncWriter(LaneHandle[SyncWriter]):
     """Writes events to one stream from asyncio. Get it with ``store.create_writer(...)``
     (opens in the background; ``await`` it to open it at once and see errors there).
 
@@ -53,39 +45,6 @@ class AsyncWriter:
     durable. Cancelling either stops the waiting only (module invariant 2).
     """
 
-    def __init__(self, runner: Runner, opener: Callable[[], SyncWriter], what: str,
-                 on_close: Callable[["AsyncWriter"], None]) -> None:
-        self._lane = Lane(runner, what)
-        self._what = what
-        self._sync: SyncWriter | None = None
-        self._open_error: BaseException | None = None
-        self._on_close = on_close
-        self._close: asyncio.Future[None] | None = None
-        self._opened = self._lane.submit(self._open, opener, what=f"opening {what}")
-        self._opened.add_done_callback(_retrieve)  # type: ignore[arg-type]
-
-    def _open(self, opener: Callable[[], SyncWriter]) -> None:
-        try:
-            self._sync = opener()
-        except BaseException as exc:
-            self._open_error = exc  # every later call raises it (its open failed)
-            raise
-
-    def _writer(self) -> SyncWriter:
-        """The sync writer (in the lane: opened by then, or its open failed)."""
-        if self._sync is None:
-            if self._open_error is not None:
-                raise self._open_error
-            raise WriterClosedError(f"{self._what} is not open yet: await it first")
-        return self._sync
-
-    def __await__(self) -> Generator[object, None, "AsyncWriter"]:
-        return self._wait_open().__await__()
-
-    async def _wait_open(self) -> "AsyncWriter":
-        await asyncio.shield(self._opened)
-        return self
-
     # ------------------------------------------------------------------ writing
     async def write_event(self, event: object, routing_key: str | None = None, *,
                           sequence: int | None = None) -> int:
@@ -93,7 +52,7 @@ class AsyncWriter:
         return await self._lane.submit(self._write_event, event, routing_key, sequence)
 
     def _write_event(self, event: object, routing_key: str | None, sequence: int | None) -> int:
-        return self._writer().write_event(event, routing_key, sequence=sequence)
+        return self._handle().write_event(event, routing_key, sequence=sequence)
 
     async def write_events(self, events: Iterable[object], routing_key: str | None = None) -> int:
         """Buffer a batch atomically (one journal record); the last sequence number."""
@@ -101,59 +60,35 @@ class AsyncWriter:
         return await self._lane.submit(self._write_events, batch, routing_key)
 
     def _write_events(self, events: list[object], routing_key: str | None) -> int:
-        return self._writer().write_events(events, routing_key)
+        return self._handle().write_events(events, routing_key)
 
     async def flush(self, timeout: float | None = None) -> int:
         """Wait until every event written before this call is durable; ``durable_sequence``."""
-        return await self._lane.submit(lambda: self._writer().flush(timeout))
+        return await self._lane.submit(lambda: self._handle().flush(timeout))
 
     async def note_time(self, timestamp: int) -> None:
         """The sync ``note_time``: events written from now on have event time >= ``timestamp``."""
-        await self._lane.submit(lambda: self._writer().note_time(timestamp))
+        await self._lane.submit(lambda: self._handle().note_time(timestamp))
 
     async def durable_sequence(self) -> int:
         """The highest sequence number known durable (a call to the owner for a client)."""
-        return await self._lane.submit(lambda: self._writer().durable_sequence)
+        return await self._lane.submit(lambda: self._handle().durable_sequence)
 
     @property
     def last_sequence(self) -> int:
         """The last sequence number written (-1: none yet); valid once the writer is open
         (``await writer``) and as of the last write call that returned."""
-        return self._writer().last_sequence
+        return self._handle().last_sequence
 
     @property
     def writer_id(self) -> str:
         """The writer id (once open)."""
-        return self._writer().writer_id
+        return self._handle().writer_id
 
     @property
     def sync(self) -> SyncWriter:
         """The sync writer underneath (once open): for calls that never block only."""
-        return self._writer()
-
-    # ------------------------------------------------------------------ closing
-    async def close(self) -> None:
-        """Flush and close (module invariant 3). Idempotent."""
-        if self._close is None:
-            self._close = self._lane.submit(self._close_sync, what=f"closing {self._what}")
-        await asyncio.shield(self._close)
-
-    def _close_sync(self) -> None:
-        try:
-            if self._sync is not None:
-                self._sync.close()
-        finally:
-            self._on_close(self)
-
-    @property
-    def closed(self) -> bool:
-        return self._close is not None
-
-    async def __aenter__(self) -> "AsyncWriter":
-        return await self._wait_open()
-
-    async def __aexit__(self, *exc: object) -> None:
-        await self.close()
+        return self._handle()
 
     def __repr__(self) -> str:
         state = " closed" if self._close is not None else "" if self._sync is not None else " opening"
