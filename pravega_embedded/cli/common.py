@@ -34,9 +34,8 @@ if TYPE_CHECKING:
     from ..store import Store
 
 __all__ = ["CommandError", "stream_arg", "cut_arg", "segment_ids_arg", "unescape", "out", "note",
-           "open_store", "describe_scaling", "describe_retention", "AnyStore"]
+           "open_store", "describe_scaling", "describe_retention"]
 
-AnyStore = "Store | RemoteStore"
 _SEGMENT = re.compile(r"([0-9]{1,10})(?:#([0-9]{1,10}))?")
 _MAX_U32 = (1 << 32) - 1
 _ESCAPES = {"n": "\n", "t": "\t", "r": "\r", "0": "\0", "\\": "\\"}

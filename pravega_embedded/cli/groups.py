@@ -22,7 +22,7 @@ from typing import Any
 from .. import errors
 from ..readergroup import ReaderGroupConfig
 from ..store import Store
-from .common import cut_arg, stream_arg
+from .common import CommandError, cut_arg, out, stream_arg
 
 __all__ = ["add_parser", "run"]
 
@@ -67,10 +67,6 @@ def add_parser(sub: Any, parents: list[argparse.ArgumentParser]) -> None:
     s.add_argument("name", metavar="NAME")
 
 
-def _out(line: str) -> None:
-    sys.stdout.write(line + "\n")
-
-
 def _key(pair: tuple[str, str]) -> str:
     return f"{pair[0]}/{pair[1]}"
 
@@ -109,33 +105,33 @@ def _describe(store: Store, name: str) -> dict[str, Any]:
 def _info(store: Store, name: str, as_json: bool) -> None:
     d = _describe(store, name)
     if as_json:
-        _out(json.dumps(d))
+        out(json.dumps(d))
         return
     iv = d["automatic_checkpoint_interval"]
-    _out(f"reader group {name}")
-    _out(f"  streams: {', '.join(d['streams'])}")
+    out(f"reader group {name}")
+    out(f"  streams: {', '.join(d['streams'])}")
     for what in ("start", "end"):
         for key in d["streams"]:
             default = "head" if what == "start" else "unbounded (until sealed)"
-            _out(f"  {what} {key}: {d[what].get(key, default)}")
-    _out(f"  automatic checkpoints: {'off' if iv is None else f'every {iv:g}s'}; "
+            out(f"  {what} {key}: {d[what].get(key, default)}")
+    out(f"  automatic checkpoints: {'off' if iv is None else f'every {iv:g}s'}; "
          f"max outstanding: {d['max_outstanding_checkpoints']}")
-    _out(f"  online readers: {', '.join(d['online_readers']) or '-'}")
-    _out("  segments:")
+    out(f"  online readers: {', '.join(d['online_readers']) or '-'}")
+    out("  segments:")
     for reader, segs in d["segments"]["readers"].items():
-        _out(f"    {reader}: {', '.join(segs) or '-'}")
-    _out(f"    (unassigned): {', '.join(d['segments']['unassigned']) or '-'}")
-    _out(f"  unread (lag): {d['unread_events']['total']} events, {d['unread_bytes']['total']} bytes")
+        out(f"    {reader}: {', '.join(segs) or '-'}")
+    out(f"    (unassigned): {', '.join(d['segments']['unassigned']) or '-'}")
+    out(f"  unread (lag): {d['unread_events']['total']} events, {d['unread_bytes']['total']} bytes")
     for key, n in d["unread_bytes"]["streams"].items():
-        _out(f"    {key}: {d['unread_events']['streams'][key]} events, {n} bytes")
-    _out("  stream cuts:")
+        out(f"    {key}: {d['unread_events']['streams'][key]} events, {n} bytes")
+    out("  stream cuts:")
     for cut in d["stream_cuts"].values():
-        _out(f"    {cut}")
+        out(f"    {cut}")
     last = d["last_checkpoint"]
-    _out(f"  last checkpoint: {'-' if last is None else last['name']}")
+    out(f"  last checkpoint: {'-' if last is None else last['name']}")
     for cut in ({} if last is None else last["stream_cuts"]).values():
-        _out(f"    {cut}")
-    _out(f"  outstanding checkpoints: {', '.join(d['outstanding_checkpoints']) or '-'}")
+        out(f"    {cut}")
+    out(f"  outstanding checkpoints: {', '.join(d['outstanding_checkpoints']) or '-'}")
 
 
 def _create(store: Store, args: argparse.Namespace) -> None:
@@ -149,11 +145,6 @@ def _create(store: Store, args: argparse.Namespace) -> None:
     store.create_reader_group(args.name, config)
 
 
-def _fail(message: str) -> int:
-    print(f"pravega-embedded: error: {message}", file=sys.stderr)
-    return 1
-
-
 def _checkpoint(store: Store, args: argparse.Namespace) -> int:
     g = store.get_reader_group(args.name)
     timeout = max(0.0, args.timeout)
@@ -164,7 +155,7 @@ def _checkpoint(store: Store, args: argparse.Namespace) -> int:
         # No reader of this command's process is in the group, and no other process can use
         # the store while this one holds it: the listed readers are the ones not answering.
         pending = g.online_readers()
-        return _fail(
+        raise CommandError(
             f"checkpoint {args.checkpoint!r} of reader group {args.name!r} did not complete within "
             f"{timeout:g}s: pending reader(s): {', '.join(pending)}. A reader whose process "
             f"has gone away never answers; take it out with `reader-group offline {args.name} "
@@ -173,7 +164,7 @@ def _checkpoint(store: Store, args: argparse.Namespace) -> int:
             f"cancel-checkpoints {args.name}` withdraws it."
         )
     for cut in cp.stream_cuts.values():
-        _out(cut.to_text())
+        out(cut.to_text())
     print(f"checkpoint {cp.name!r} of reader group {args.name!r} completed", file=sys.stderr)
     return 0
 
@@ -183,7 +174,7 @@ def _reset(store: Store, args: argparse.Namespace) -> int:
     if args.to_checkpoint:
         last = g.last_checkpoint()
         if last is None:
-            return _fail(f"reader group {args.name!r} has no completed checkpoint to reset to")
+            raise CommandError(f"reader group {args.name!r} has no completed checkpoint to reset to")
         g.reset(last)
         print(f"reset reader group {args.name!r} to checkpoint {last.name!r}", file=sys.stderr)
     elif args.start:
@@ -199,7 +190,7 @@ def run(store: Store, args: argparse.Namespace) -> int:
     cmd = args.group_cmd
     if cmd == "list":
         for name in store.list_reader_groups():
-            _out(name)
+            out(name)
     elif cmd == "create":
         _create(store, args)
     elif cmd == "info":

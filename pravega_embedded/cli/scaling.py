@@ -24,7 +24,7 @@ from .. import errors
 from ..config import RetentionPolicy, ScalingPolicy, StreamConfiguration
 from ..store import Store
 from ..streamcut import format_segment_id
-from .common import describe_retention, describe_scaling, segment_ids_arg, stream_arg
+from .common import describe_retention, describe_scaling, note, out, segment_ids_arg, stream_arg
 
 __all__ = ["COMMANDS", "add_parser", "run"]
 
@@ -82,22 +82,14 @@ def add_parser(sub: Any, parents: list[argparse.ArgumentParser]) -> None:
                            help="RetentionPolicy.by_consumption(): truncate at the slowest subscribed reader group")
 
 
-def _out(line: str) -> None:
-    sys.stdout.write(line + "\n")
-
-
-def _note(line: str) -> None:
-    print(line, file=sys.stderr)
-
-
 def _history(store: Store, scope: str, stream: str, args: argparse.Namespace) -> int:
     info = store.stream_info(scope, stream)
     if args.svg is None:
-        _out(info.history_text(width=72 if args.width is None else args.width))
+        out(info.history_text(width=72 if args.width is None else args.width))
         return 0
     svg = info.history_svg(width=640 if args.width is None else args.width, height=args.height)
     if args.svg == "-":
-        _out(svg)
+        out(svg)
         return 0
     try:
         with open(args.svg, "w", encoding="utf-8") as f:
@@ -105,7 +97,7 @@ def _history(store: Store, scope: str, stream: str, args: argparse.Namespace) ->
     except OSError as exc:
         print(f"pravega-embedded: error: cannot write {args.svg}: {exc.strerror or exc}", file=sys.stderr)
         return 1
-    _note(f"wrote the history of {scope}/{stream} ({len(info.history)} epochs) to {args.svg}")
+    note(f"wrote the history of {scope}/{stream} ({len(info.history)} epochs) to {args.svg}")
     return 0
 
 
@@ -134,8 +126,8 @@ def _scale(store: Store, scope: str, stream: str, args: argparse.Namespace) -> i
     after = store.stream_info(scope, stream)
     by_id = {s.segment_id: s for s in after.segments}
     for sid in new:
-        _out(format_segment_id(sid))
-    _note(f"scaled {scope}/{stream} to epoch {after.epoch}: sealed "
+        out(format_segment_id(sid))
+    note(f"scaled {scope}/{stream} to epoch {after.epoch}: sealed "
           f"{', '.join(format_segment_id(s) for s in args.seal)}; created "
           + ", ".join(f"{format_segment_id(s)} [{by_id[s].key_low:.4f}, {by_id[s].key_high:.4f})" for s in new))
     return 0
@@ -193,7 +185,7 @@ def _update(store: Store, scope: str, stream: str, args: argparse.Namespace) -> 
     new = StreamConfiguration(scaling=_scaling(config.scaling, args), retention=_retention(config.retention, args))
     store.update_stream(scope, stream, new)
     after = store.stream_info(scope, stream)
-    _note(f"updated {scope}/{stream}: scaling {describe_scaling(new.scaling)}, retention "
+    note(f"updated {scope}/{stream}: scaling {describe_scaling(new.scaling)}, retention "
           f"{describe_retention(new.retention)}; {len(after.current_segments)} segment(s) in epoch {after.epoch}")
     return 0
 

@@ -165,7 +165,7 @@ def test_transactions_list_and_abort(tmp_path):
         t = w.begin_txn()
         t.write_event(b"staged", routing_key="k")
         t.flush()
-        txn_id = t.txn_id.hex if hasattr(t.txn_id, "hex") else str(t.txn_id)
+        txn_id = t.txn_id.hex
         table = lines(run(store, "txn", "list", "iot/s"))  # through this process, which owns the store
         assert table[0].split()[:3] == ["TXN_ID", "STATUS", "BYTES"]
         assert table[1].split()[:2] == [txn_id, "OPEN"] and int(table[1].split()[2]) > 0
