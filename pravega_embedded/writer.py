@@ -456,6 +456,10 @@ class EventStreamWriter:
                 time.sleep(0)
             lists, seq = self._lists, self._seq
             refusal = self._refusal
+            if refusal is None and self._engine.latch.failed:
+                # the latch tripped but its listener has not refused this writer yet (it may
+                # never get the I/O lock we hold): refuse here, so no write is accepted after
+                refusal = self._refusal = self._engine.latch.fresh
             self._lists = {} if refusal is None else _Refuse(refusal)
             self._nbytes = 0
             self._pending_n = 0

@@ -63,3 +63,46 @@ def test_after_a_failed_sync_every_write_raises(tmp_path):
     with pe.open(tmp_path / "s") as store:
         got = [e.event for e in store.read_slice("a", "b")]
     assert got[0] == b"ok" and b"refused" not in got
+
+
+def test_a_trip_seen_by_a_drain_before_its_listener_ran_still_refuses(tmp_path, monkeypatch):
+    """The latch trips in another thread while this writer's drain holds its I/O lock, and the
+    drain's clean-up swaps the batch out before the store's listener set the writer's refusal
+    (the listener then cannot take the lock): later writes must raise all the same (CI caught
+    ``write_event`` accepting an event after a failed flush)."""
+    store = pe.open(tmp_path / "s")
+    store.create_scope("a")
+    store.create_stream("a", "b")
+    w = store.create_writer("a", "b", writer_id="w", linger=60)
+    w.write_event(b"ok", routing_key="k")
+    w.flush()
+    latch = store._engine.latch
+    gate = threading.Event()
+    latch._listeners.insert(0, lambda err: gate.wait(30))  # runs before the store's listener
+    main = threading.current_thread()
+    tripper = threading.Thread(target=latch.trip, args=(errno.EIO, "injected sync failure"))
+    real_take, real_submit = EventStreamWriter._take, EventStreamWriter._submit
+
+    def submit(self, lists, first, last):
+        tripper.start()  # the failure lands while this drain holds the I/O lock
+        while not latch.failed:
+            threading.Event().wait(0.001)
+        raise latch.fresh()
+
+    def take(self):
+        got = real_take(self)
+        if latch.failed and threading.current_thread() is main:  # the drain's clean-up
+            gate.set()  # now the store's listener runs; it cannot take the I/O lock
+            tripper.join(30)
+        return got
+
+    monkeypatch.setattr(EventStreamWriter, "_submit", submit)
+    monkeypatch.setattr(EventStreamWriter, "_take", take)
+    w.write_event(b"lost", routing_key="k")
+    with pytest.raises(errors.StorageError):
+        w.flush()
+    assert not tripper.is_alive()
+    with pytest.raises(errors.StorageError):
+        w.write_event(b"refused", routing_key="k")
+    monkeypatch.undo()
+    store.close()
