@@ -104,7 +104,8 @@ class Engine:
         self.streams: dict[str, StreamState] = {}
         self.segments: dict[int, Segment] = {}  # by uid, staging segments too
         self.staged: dict[int, Segment] = {}  # staging segments found at open (transactions)
-        self.writers: set[Any] = set()  # open EventStreamWriters (the linger thread drains them)
+        self.writers: set[Any] = set()  # WriterControls of open writers (the linger thread drains them)
+        self._orphans: list[Closable] = []  # writers dropped without close(), to be closed
         self.readers: weakref.WeakSet[Closable] = weakref.WeakSet()
         self.wake_linger: Callable[[float], None] = lambda due: None
         self.subscribers: Callable[[str], list[dict[int, int] | None]] = lambda key: []
@@ -225,6 +226,19 @@ class Engine:
         if self.closing or self.closed:
             reader.close()
             raise StoreClosedError(f"store {self.path} is closing")
+
+    def adopt(self, writer: Closable) -> None:
+        """A writer was dropped without close() (its ``__del__``): keep it until the linger
+        thread (or the store's close) closes it, so its pending events are still appended."""
+        self._orphans.append(writer)
+        self.wake_linger(0.0)
+
+    def take_orphans(self) -> list[Closable]:
+        """The adopted writers, handed to the caller to close."""
+        taken: list[Closable] = []
+        while self._orphans:
+            taken.append(self._orphans.pop())
+        return taken[::-1]
 
     def admit_bytes(self, what: str) -> None:
         """Called before an append of new data, holding no lock: waits while the local journal

@@ -20,6 +20,9 @@ Invariants:
      error once a sync has failed (``failstop``); close() always releases everything.
   3. Topology changes hold the engine's topology lock and commit to LMDB only after the journal
      is durable (engine invariant 3).
+  4. Nothing the store's threads reach refers to the Store object (``storecore``): a Store the
+     program drops is garbage-collected and closed as ``close()`` would; the handles it gave
+     out keep it alive while they are referenced.
 
 Thread-safety: all public methods are thread-safe.
 """
@@ -27,12 +30,12 @@ Thread-safety: all public methods are thread-safe.
 from __future__ import annotations
 
 import os
-import shutil
 import tempfile
 import time
+import weakref
 from collections.abc import Mapping, Sequence
 from dataclasses import replace
-from typing import TYPE_CHECKING, Any, Callable, Protocol
+from typing import TYPE_CHECKING, Any, Callable
 
 from . import eventcount
 from .append import append_events
@@ -69,6 +72,7 @@ from .scaling import DEFAULT_WINDOWS, AutoScaler, commit_scale, rescale_ranges
 from .segment import Segment
 from .segsource import SegmentSource, resolve_cut
 from .serializers import Serializer
+from .storecore import ServerService, StoreCore, TieringService, keep, register_service, segment_change
 from .storedir import StoreDir, new_store_id
 from .stream import StreamInfo, StreamState
 from .streamcut import StreamCut, segment_id
@@ -84,33 +88,7 @@ if TYPE_CHECKING:
 
 __all__ = ["Store", "open", "open_temporary", "register_service", "register_tiering", "register_server"]
 
-# Services of higher layers (reader groups), registered when their package is imported, so the
-# core offers ``store.create_reader_group`` without importing the layer above it.
-_SERVICES: dict[str, Callable[[Engine], Any]] = {}
-
-
-def register_service(name: str, factory: Callable[[Engine], Any]) -> None:
-    """Make ``factory(engine)`` the store's ``name`` service (created on first use)."""
-    _SERVICES[name] = factory
-
-
-class TieringService(Protocol):
-    """What the store needs of the tiering layer (``tiering.Tierer``)."""
-
-    def start(self) -> None: ...
-    def close(self) -> None: ...
-    def flush(self, timeout: float | None) -> None: ...
-    def status(self) -> "TieringStatus": ...
-
-
 TIERED_EVENT_LIMIT = (1 << 31) - (1 << 16)  # the largest large_event_limit with tiering on
-
-
-class ServerService(Protocol):
-    """What the store needs of the layer that serves it to other processes (``remote``)."""
-
-    def close(self) -> None: ...
-
 
 _SERVER: list[Callable[["Store"], ServerService]] = []
 
@@ -201,10 +179,8 @@ class Store:
         self.checkpoint_interval = checkpoint_interval
         self.path = os.path.abspath(os.fspath(path))
         self.durability = durability
-        self._temporary = _temporary
-        self._services: dict[str, Any] = {}
+        self._finalizer: weakref.finalize | None = None
         self._tiering: TieringService | None = None
-        self._servers: list[ServerService] = []  # the unix socket's, and any added (TCP)
         self._dir = StoreDir.acquire(self.path)
         try:
             if self._dir.new:
@@ -212,6 +188,8 @@ class Store:
             e = self._engine = Engine(self.path, durability,
                                       EngineOptions(roll_bytes, tail_cache_bytes, map_size),
                                       new=self._dir.new)
+            core = self._core = StoreCore(self.path, e, self._dir, _temporary)
+            self._servers = core.servers
             self._autoscaler = AutoScaler(e, scale_windows, scale_cooldown)
             self._open_engine()
             try:
@@ -219,14 +197,14 @@ class Store:
                     e.budget = LocalBudget(self.path, e.journal, e.latch, tiering.local_budget,
                                            tiering.budget_timeout)
                 if tiering is not None and _TIERING:
-                    self._tiering = _TIERING[0](e, tiering)
+                    self._tiering = core.tiering = _TIERING[0](e, tiering)
             except BaseException:
                 e.close()
                 raise
         except BaseException:
             self._dir.release()
             raise
-        self._bg = Background(e, checkpoint_interval=checkpoint_interval,
+        self._bg = core.bg = Background(e, checkpoint_interval=checkpoint_interval,
                               maintenance_interval=self.maintenance_interval,
                               maintenance=[("auto-scaling", self._autoscaler.tick),
                                            ("retention", e.retention.tick),
@@ -236,6 +214,9 @@ class Store:
         self._bg.start()
         if self._tiering is not None:
             self._tiering.start()
+        # dropped without close(), the store closes when garbage-collected (storecore)
+        self._finalizer = weakref.finalize(self, core.release)
+        self._finalizer.atexit = False
         if serve and not _temporary and _SERVER:
             self._serve()
 
@@ -243,11 +224,19 @@ class Store:
         """Serve the store to other processes that open its directory (``remote``). A store
         that cannot serve still works here; others then get StoreLockedError, as before."""
         try:
-            self._servers.append(_SERVER[0](self))
+            self._servers.append(_SERVER[0](self._view()))
         except Exception as exc:  # noqa: BLE001 - logged; the store works here without it
             STREAMS_LOG.warning("store %s: cannot serve it to other processes (%s); they will get "
                                 "StoreLockedError while it is open here", self.path, exc,
                                 exc_info=not isinstance(exc, OSError))
+
+    def _view(self) -> "Store":
+        """Another Store object over the same parts and without a finalizer: what the
+        store's own server holds, so it does not keep this one alive (storecore invariant 1)."""
+        view = object.__new__(Store)
+        view.__dict__.update(self.__dict__)
+        view._finalizer = None
+        return view
 
     def add_server(self, server: ServerService) -> None:
         """A server of this store (TCP: ``remote.serve_tcp``) closed first when it closes."""
@@ -257,7 +246,7 @@ class Store:
     def _open_engine(self) -> None:
         """Recover, start the services, take the first checkpoint, mark the store."""
         e = self._engine
-        e.latch.on_trip(self._stopped)
+        e.latch.on_trip(self._core.stopped)
         committed = e.open(self._dir.store_id)
         try:
             # replayed commits are recorded in LMDB before the checkpoint moves applied_pos past
@@ -266,8 +255,8 @@ class Store:
             e.checkpoint()
             e.retention = Retention(e, self.retention_interval)
             e.watermarks = Watermarks(e)
-            e.subscribers = self._subscriber_cuts
-            e.on_scaled = self._scaled
+            e.subscribers = self._core.subscriber_cuts
+            e.on_scaled = self._core.scaled
             if not self._dir.marked:  # a new store, or one that predates (or lost) its marker
                 store_id = e.meta.store_id()
                 if store_id is None:
@@ -278,13 +267,6 @@ class Store:
             e.close()
             raise
         e.latch.opening = False
-
-    def _stopped(self, err: int) -> None:
-        """The fail-stop latch tripped: open writers refuse every write from now on (their
-        pending events can never be acknowledged)."""
-        latch = self._engine.latch
-        for w in list(self._engine.writers):
-            w.refuse(latch.fresh, flush=False)
 
     # ------------------------------------------------------------------ status
     @property
@@ -430,34 +412,14 @@ class Store:
         """Seal a stream: open writers are flushed, then no more writes are accepted."""
         e = self._engine
         with e.lock:
-            self._seal(e.stream(scope, stream))
-
-    def _seal(self, st: StreamState) -> None:
-        e = self._engine
-        with e.lock:
-            if st.sealed:
-                return
-            sealed = f"stream {st.key} is sealed"
-            with e.unbudgeted():  # under ``lock``, which the tierer needs to free space
-                for w in list(st.writers):
-                    w.refuse(lambda: StreamSealedError(sealed), flush=True)
-            with e.append_lock:
-                st.sealed = True
-                for seg in st.segments.values():
-                    seg.sealed = True
-            e.sync_all(f"seal {st.key}")
-            with e.meta.write(f"seal {st.key}") as txn:
-                for seg in st.segments.values():
-                    e.meta.put_segment(txn, seg.uid, seg.record())
-                e.meta.put_stream(txn, st.key, st.record())
-            st.notify()
+            self._core.seal(e.stream(scope, stream))
 
     def delete_stream(self, scope: str, stream: str) -> None:
         """Delete a stream (sealing it first, as Pravega requires)."""
         e = self._engine
         with e.lock:
             st = e.stream(scope, stream)
-            self._seal(st)
+            self._core.seal(st)
             deleted = f"stream {st.key} was deleted"
             for w in list(st.writers):
                 w.refuse(lambda: StreamNotFoundError(deleted), flush=False)
@@ -536,25 +498,10 @@ class Store:
 
             w = SegmentWatcher(st.scope, st.name, callback, drop)
             if initial:
-                w.publish(self._change(st, len(st.open_segments)))
+                w.publish(segment_change(st, len(st.open_segments)))
             st.scale_watchers.append(w)
         w._start()
         return w
-
-    @staticmethod
-    def _change(st: StreamState, previous: int) -> SegmentCountChange:
-        epoch, ns = st.epochs[-1]
-        return SegmentCountChange(scope=st.scope, stream=st.name, epoch=epoch, time_ns=ns,
-                                  segment_count=len(st.open_segments), previous_count=previous,
-                                  segment_ids=tuple(s.segment_id for s in st.open_segments))
-
-    def _scaled(self, st: StreamState) -> None:
-        """After a committed scaling (topology lock held): tell the stream's watchers."""
-        if st.scale_watchers:
-            prev = len(st.history()[-2].segments) if len(st.epochs) > 1 else 0
-            change = self._change(st, prev)
-            for w in list(st.scale_watchers):
-                w.publish(change)
 
     # ------------------------------------------------------------------ truncation
     def truncate_stream(self, scope: str, stream: str, cut: StreamCut) -> None:
@@ -570,13 +517,6 @@ class Store:
         if moved:
             e.checkpoint()  # so every file before the one being written can be judged now
             e.reclaim()
-
-    def _subscriber_cuts(self, stream_key: str) -> list[dict[int, int] | None]:
-        """The retention cuts of the reader groups subscribed to a stream (frontiers; None for
-        a subscriber with no cut yet)."""
-        if "readergroups" not in _SERVICES:
-            return []
-        return self._service("readergroups").subscriber_cuts(stream_key)
 
     def reclaim(self) -> int:
         """Delete journal files that hold only truncated or deleted data now (retention does
@@ -602,7 +542,7 @@ class Store:
         if not isinstance(automatically_note_time, bool):
             raise InvalidConfigurationError(
                 f"automatically_note_time must be a bool, got {automatically_note_time!r}")
-        e = self._engine
+        e, core = self._engine, self._core
         with e.lock:
             st = e.stream(scope, stream, "events")
             e.admit_writer()
@@ -617,18 +557,12 @@ class Store:
                 batch_bytes=batch_bytes, auto_time=automatically_note_time,
                 large_event_limit=self.large_event_limit,
                 append=lambda s, wid, first, lst, batch: append_events(e, s, wid, first, lst, batch),
-                on_close=lambda: self._writer_closed(st, control[0]))
+                on_close=lambda: core.writer_closed(st, control[0]))
             control.append(WriterControl(w))
             st.writers.add(control[0])
             e.writers.add(control[0])
-            return w
-
-    def _writer_closed(self, st: StreamState, control: WriterControl) -> None:
-        e = self._engine
-        with e.lock:
-            st.writers.discard(control)
-            e.writers.discard(control)
-        e.watermarks.forget(st.key, control.writer_id)
+        keep(self, w)
+        return w
 
     def list_transactions(self, scope: str, stream: str) -> list[TransactionInfo]:
         """The transactions of a stream this store knows (open ones, and ended ones until
@@ -644,7 +578,9 @@ class Store:
             writer_id = f"tw-{os.getpid()}-{time.monotonic_ns():x}"
         validate_writer_id(writer_id)
         st = self._engine.stream(scope, stream, "events")
-        return TransactionalEventStreamWriter(self._engine, st, writer_id, serializer)
+        tw = TransactionalEventStreamWriter(self._engine, st, writer_id, serializer)
+        keep(self, tw)
+        return tw
 
     def create_byte_stream(self, scope: str, stream: str,
                            config: StreamConfiguration | None = None) -> ByteStream:
@@ -663,7 +599,10 @@ class Store:
             if f"{scope}/{stream}" not in e.streams:
                 self.create_stream(scope, stream, config, _kind="bytes")
             st = e.stream(scope, stream, "bytes")
-        return ByteStream(e, st, seal=lambda: self._seal(st))
+        core = self._core
+        bs = ByteStream(e, st, seal=lambda: core.seal(st))
+        keep(self, bs)
+        return bs
 
     def create_reader(self, scope: str, stream: str, start: StreamCut | None = None,
                       end: StreamCut | None = None, *,
@@ -680,6 +619,7 @@ class Store:
         end_pos = resolve_cut(e, st, end, "create_reader end")
         r = EventStreamReader(e, st, start_pos, end_pos, serializer)
         e.admit_reader(r)
+        keep(self, r)
         return r
 
     def read_slice(self, scope: str, stream: str, start: StreamCut | None = None,
@@ -690,7 +630,9 @@ class Store:
         st = e.stream(scope, stream, "events")
         start_pos = resolve_cut(e, st, start, "read_slice start")
         end_pos = resolve_cut(e, st, end, "read_slice end")
-        return Slice(e, st, start_pos, end_pos, serializer)
+        sl = Slice(e, st, start_pos, end_pos, serializer)
+        keep(self, sl)
+        return sl
 
     # ------------------------------------------------------------------ batch API
     def get_segments(self, scope: str, stream: str, start: StreamCut | None = None,
@@ -707,7 +649,9 @@ class Store:
         """The events of one SegmentRange: iterate them, or ``.to_arrow()`` /
         ``.arrow_batches()``. Its bounds must be event boundaries of the segment, the start
         not before its head (TruncatedDataError) and the end within the segment."""
-        return range_slice(self._engine, rng, serializer)
+        sl = range_slice(self._engine, rng, serializer)
+        keep(self, sl)
+        return sl
 
     def get_next_stream_cut(self, scope: str, stream: str, start: StreamCut | None,
                             approx_bytes: int, *, max_events: int | None = None,
@@ -760,15 +704,7 @@ class Store:
 
     # ------------------------------------------------------------------ reader groups
     def _service(self, name: str) -> Any:
-        svc = self._services.get(name)
-        if svc is None:
-            e = self._engine
-            with e.lock:
-                e.check_open()
-                svc = self._services.get(name)
-                if svc is None:
-                    svc = self._services[name] = _SERVICES[name](e)
-        return svc
+        return self._core.service(name)
 
     def create_reader_group(self, group_name: str,
                             config: "ReaderGroupConfig | list[tuple[str, str]] | str",
@@ -781,11 +717,13 @@ class Store:
         t_ns = None if starting_timestamp is None else timestamp_ns(starting_timestamp, "starting_timestamp")
         group: ReaderGroup = self._service("readergroups").create(group_name, one_stream(config, stream),
                                                                   exist_ok, start_ns=t_ns)
+        keep(self, group)
         return group
 
     def get_reader_group(self, group_name: str) -> "ReaderGroup":
         """The reader group of that name (ReaderGroupNotFoundError if none)."""
         group: ReaderGroup = self._service("readergroups").get(group_name)
+        keep(self, group)
         return group
 
     def delete_reader_group(self, group_name: str) -> None:
@@ -811,51 +749,11 @@ class Store:
     def close(self) -> None:
         """Flush and close writers, checkpoint, close files, release the lock. Idempotent.
         After a failed sync (fail-stop) it releases everything and raises that failure only if
-        no call has reported it yet."""
-        e = self._engine
-        if e.closed:
-            return
-        reported = e.latch.reported
-        errors: list[BaseException] = []
-        for server in self._servers:  # clients first: their handles close while the store works
-            self._attempt(errors, server.close)
-        with e.lock:  # engine invariant 6: no writer or reader is admitted from here on
-            e.closing = True
-            writers = list(e.writers)
-        if e.budget is not None:
-            e.budget.lift()  # the writers' last batches go in over the budget (budget invariant 3)
-        for w in writers:
-            self._attempt(errors, w.close)
-        if not e.latch.tripped:
-            self._attempt(errors, e.txns.stage_pending)  # open transactions keep what was written
-        for r in list(e.readers):  # each records its position (a group reader's in the group)
-            self._attempt(errors, r.close)
-        if self._tiering is not None:
-            self._attempt(errors, self._tiering.close)
-        self._bg.stop()
-        if not e.latch.tripped:
-            self._attempt(errors, e.checkpoint)
-        with e.lock:
-            e.closed = True
-            for st in e.streams.values():
-                st.notify()
-                for watcher in list(st.scale_watchers):
-                    watcher.close()
-            self._attempt(errors, e.close)
-            self._dir.release()
-        if self._temporary:
-            shutil.rmtree(self.path, ignore_errors=True)
-        if e.latch.tripped and reported:
-            return  # the failure reached the caller before: close releases quietly
-        if errors:
-            raise errors[0]
-
-    @staticmethod
-    def _attempt(errors: list[BaseException], fn: Callable[[], Any]) -> None:
-        try:
-            fn()
-        except BaseException as exc:  # noqa: BLE001 - close goes on; the first error is raised
-            errors.append(exc)
+        no call has reported it yet. A store dropped without close() is closed like this when
+        it is garbage-collected (storecore)."""
+        if self._finalizer is not None:
+            self._finalizer.detach()
+        self._core.close()
 
     def __enter__(self) -> "Store":
         return self

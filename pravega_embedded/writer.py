@@ -21,6 +21,9 @@ Invariants:
      critical region: the writer raises ``_busy`` then checks ``_drain_pending``; a drainer
      raises ``_drain_pending`` then waits for ``_busy`` to fall (Dekker's handshake; CPython
      attribute loads and stores are sequentially consistent under the GIL).
+  7. The store holds a writer only weakly (``WriterControl``); a writer dropped without
+     ``close()`` hands itself to the engine (``__del__``), whose linger thread closes it, so
+     events written before the drop are appended all the same (storecore invariant 2).
 
 Thread-safety: ``write_event``/``write_events`` from one thread at a time (use one writer per
 thread); ``flush``, ``close``, ``durable_sequence`` from any thread.
@@ -30,6 +33,7 @@ from __future__ import annotations
 
 import threading
 import time
+import weakref
 from collections import deque
 from typing import TYPE_CHECKING, Any, Callable, Iterable, NamedTuple
 
@@ -616,10 +620,11 @@ class EventStreamWriter:
     def close(self) -> None:
         """Flush and close. Idempotent; a close while another thread's close is under way
         returns when that one has finished."""
+        done = threading.Event()  # made before the lock: nothing under it allocates (storecore)
         with _CLOSING:
             closing = self._closed
             if not closing:
-                done = self._closed = threading.Event()
+                self._closed = done
         if closing:
             if isinstance(closing, threading.Event):
                 closing.wait()
@@ -639,6 +644,11 @@ class EventStreamWriter:
     @property
     def closed(self) -> bool:
         return bool(self._closed)
+
+    def __del__(self) -> None:
+        # invariant 7: a writer dropped unclosed is closed by the engine (this keeps it alive)
+        if not getattr(self, "_closed", True) and not self._engine.closed:
+            self._engine.adopt(self)
 
     def __enter__(self) -> "EventStreamWriter":
         return self
@@ -661,18 +671,23 @@ class WriterControl:
     __slots__ = ("_writer", "writer_id", "stream_key")
 
     def __init__(self, writer: EventStreamWriter) -> None:
-        self._writer = writer
+        self._writer = weakref.ref(writer)  # invariant 7
         self.writer_id = writer.writer_id
         self.stream_key = f"{writer.scope}/{writer.stream}"
 
     def tick(self, now: float) -> float | None:
         """Drain the writer's batch if it is older than its linger; when to tick next."""
-        return self._writer._linger_tick(now)
+        w = self._writer()
+        return None if w is None else w._linger_tick(now)
 
     def refuse(self, make_exc: Callable[[], Exception], *, flush: bool) -> None:
         """Stop the writer accepting events (seal, delete, a failed store): later writes raise
         ``make_exc()``."""
-        self._writer._refuse(make_exc, flush=flush)
+        w = self._writer()
+        if w is not None:
+            w._refuse(make_exc, flush=flush)
 
     def close(self) -> None:
-        self._writer.close()
+        w = self._writer()
+        if w is not None:
+            w.close()

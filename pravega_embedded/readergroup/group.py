@@ -45,6 +45,7 @@ from ..names import (
     validate_stream,
 )
 from ..segsource import SegmentSource, resolve_cut
+from ..storecore import keep
 from ..streamcut import StreamCut, format_segment_id
 from ..timelookup import cut_at
 from ..topology import expand, frontier
@@ -255,6 +256,7 @@ class ReaderGroup:
             r._join()
             gs.readers[reader_id] = r
             self._engine.admit_reader(r)  # closes it again if the store's close has begun
+        keep(self, r)  # the group (and the store it came from) stays alive with its reader
         return r
 
     def reader_offline(self, reader_id: str, position: Position | None = None) -> None:
