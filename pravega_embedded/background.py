@@ -151,7 +151,6 @@ class Background:
         woken = False
         while not self._stop.is_set():
             self._linger_until = float("inf")  # looking: a batch started now wakes the next wait
-            self._close_orphans()
             now = time.monotonic()
             nxt = None
             for w in list(engine.writers):
@@ -170,12 +169,6 @@ class Background:
             if timeout is None or timeout > 0:
                 woken = wake.wait(timeout)
             wake.clear()
-
-    def _close_orphans(self) -> None:
-        """Close the writers dropped without close() (storecore invariant 2): their pending
-        events are appended; a failure is a background failure."""
-        for w in self._engine.take_orphans():
-            self._run("close of a writer dropped without close()", w.close)
 
     def _checkpoint_loop(self) -> None:
         self._engine.latch.quiet()

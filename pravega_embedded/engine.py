@@ -106,6 +106,7 @@ class Engine:
         self.staged: dict[int, Segment] = {}  # staging segments found at open (transactions)
         self.writers: set[Any] = set()  # WriterControls of open writers (the linger thread drains them)
         self._orphans: list[Closable] = []  # writers dropped without close(), to be closed
+        self.on_orphan: Callable[[], None] = lambda: None  # storecore: queue their closing
         self.readers: weakref.WeakSet[Closable] = weakref.WeakSet()
         self.wake_linger: Callable[[float], None] = lambda due: None
         self.subscribers: Callable[[str], list[dict[int, int] | None]] = lambda key: []
@@ -228,10 +229,11 @@ class Engine:
             raise StoreClosedError(f"store {self.path} is closing")
 
     def adopt(self, writer: Closable) -> None:
-        """A writer was dropped without close() (its ``__del__``): keep it until the linger
-        thread (or the store's close) closes it, so its pending events are still appended."""
+        """A writer was dropped without close() (its ``__del__``): keep it until the store's
+        reaper (or its close) closes it, so its pending events are still appended. Called by
+        the collector, holding who knows what lock: only a list append and ``on_orphan``."""
         self._orphans.append(writer)
-        self.wake_linger(0.0)
+        self.on_orphan()
 
     def take_orphans(self) -> list[Closable]:
         """The adopted writers, handed to the caller to close."""

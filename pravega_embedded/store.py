@@ -501,6 +501,7 @@ class Store:
                 w.publish(segment_change(st, len(st.open_segments)))
             st.scale_watchers.append(w)
         w._start()
+        keep(self, w)  # an open watcher keeps its store open
         return w
 
     # ------------------------------------------------------------------ truncation
@@ -751,9 +752,9 @@ class Store:
         After a failed sync (fail-stop) it releases everything and raises that failure only if
         no call has reported it yet. A store dropped without close() is closed like this when
         it is garbage-collected (storecore)."""
-        if self._finalizer is not None:
-            self._finalizer.detach()
         self._core.close()
+        if self._finalizer is not None:  # after: a close cut short is finished by the collector
+            self._finalizer.detach()
 
     def __enter__(self) -> "Store":
         return self

@@ -10,26 +10,41 @@ Invariants:
   1. Nothing the core holds refers to the ``Store`` object the application holds: threads,
      latch listeners, writers' close hooks and the unix-socket server reach only the core (the
      server gets its own view of the store). So a Store the application drops becomes garbage,
-     and its finalizer (``release``) closes the core: flushes writers, records readers'
-     positions, checkpoints, releases the lock — what ``close()`` does.
+     and its finalizer (``release``) has the core closed: writers flushed, a checkpoint, the
+     lock released — what ``close()`` does.
   2. A handle made by a Store (writer, reader, slice, reader group, ...) keeps that Store alive
      while the application refers to it (``keep``), so ``pe.open(p).create_writer(...)`` works.
      The engine holds writers weakly (``WriterControl``); a writer dropped without ``close()``
-     is adopted by the engine and closed by the linger thread, so its pending events are still
-     appended. A group reader stays in its group until closed, and so keeps its store open.
-  3. The core closes once (``engine.closed``). ``release`` closes on a thread of its own, and
-     waits for it unless it runs on one of the store's threads (named ``pe-...``), which the
-     close joins. The collector may run it while the thread holds any lock (logging's, ...),
-     so it waits at most ``RELEASE_WAIT_S``: the close goes on in the background after that.
+     is adopted by the engine and closed by the reaper (invariant 3), so its pending events
+     are still appended. A group reader or a segment watcher is open until closed, and so
+     keeps its store open.
+  3. The core closes once (``engine.closed``). The collector may run a finalizer or ``__del__``
+     on any thread, holding any lock (logging's, an Event's, ...), so ``release`` and a dropped
+     writer's ``adopt`` only put a job on a ``SimpleQueue`` (safe there); one process-wide
+     thread, ``pe-reaper``, does the closing. Jobs run in order: a store collected together
+     with its writers is released after ``__del__`` adopted them, so its close appends them.
+  4. A collected store whose server has clients connected (another process, or a second
+     ``pe.open`` of the path in this process) stays open for them, and closes once the last
+     one has gone.
+  5. At interpreter exit the reaper's queue is worked off (at most ``EXIT_WAIT_S``): a store
+     dropped just before the program ends is still closed and its writers' events appended.
+  6. Only the process that opened a store closes it from the collector: a child made by
+     ``fork`` that drops its copy of a Store leaves the parent's store alone (the queue starts
+     empty in the child).
 
 Thread-safety: ``close`` and ``release`` may be called from any thread; the callbacks are
-called by the engine with the locks its docstring names.
+called by the engine with the locks its docstring names. Lock order: none is held across a
+job; ``_REAPER_LOCK`` only while starting the reaper.
 """
 
 from __future__ import annotations
 
+import atexit
+import os
+import queue
 import shutil
 import threading
+import time
 import weakref
 from typing import TYPE_CHECKING, Any, Callable, Protocol
 
@@ -51,7 +66,11 @@ __all__ = ["StoreCore", "TieringService", "ServerService", "register_service", "
 # core offers ``store.create_reader_group`` without importing the layer above it.
 _SERVICES: dict[str, Callable[["Engine"], Any]] = {}
 
-RELEASE_WAIT_S = 30.0  # how long a collected store's release waits for its close (invariant 3)
+EXIT_WAIT_S = 60.0  # how long interpreter exit waits for the reaper's queue (invariant 5)
+
+_JOBS: "queue.SimpleQueue[Callable[[], None]]" = queue.SimpleQueue()  # for pe-reaper (invariant 3)
+_REAPER: list[threading.Thread] = []
+_REAPER_LOCK = threading.Lock()
 
 # handle -> the Store that made it (invariant 2): the entry goes when the handle does
 _KEPT: "weakref.WeakKeyDictionary[object, object]" = weakref.WeakKeyDictionary()
@@ -80,6 +99,7 @@ class ServerService(Protocol):
     """What the store needs of the layer that serves it to other processes (``remote``)."""
 
     def close(self) -> None: ...
+    def when_idle(self, fn: Callable[[], None]) -> bool: ...
 
 
 def segment_change(st: "StreamState", previous: int) -> SegmentCountChange:
@@ -102,6 +122,9 @@ class StoreCore:
         self.servers: list[ServerService] = []  # the unix socket's, and any added (TCP)
         self.tiering: TieringService | None = None
         self.bg: "Background | None" = None
+        self.pid = os.getpid()  # invariant 6
+        engine.on_orphan = lambda: _JOBS.put(self.close_orphans)  # invariant 3
+        _start_reaper()
 
     # ------------------------------------------------------------------ engine callbacks
     def service(self, name: str) -> Any:
@@ -214,21 +237,74 @@ class StoreCore:
             raise errors[0]
 
     def release(self) -> None:
-        """The Store was garbage-collected without close(): close it now (invariant 3)."""
-        if self.engine.closed:
-            return
-        STREAMS_LOG.info("store %s was dropped without close(): closing it", self.path)
-        closer = threading.Thread(target=self._close_logged, name="pe-release", daemon=True)
-        closer.start()
-        if not threading.current_thread().name.startswith("pe-"):
-            closer.join(RELEASE_WAIT_S)
+        """The Store was garbage-collected without close(): the reaper closes it (invariant 3;
+        called by the collector, so it only queues)."""
+        if self.pid == os.getpid():  # invariant 6
+            _JOBS.put(self._release)
 
-    def _close_logged(self) -> None:
+    def _release(self) -> None:
+        """On the reaper: close, unless clients are connected (invariant 4)."""
+        if self.engine.closed or self.pid != os.getpid():
+            return
+        for server in self.servers:
+            if not server.when_idle(lambda: _JOBS.put(self._release)):
+                return  # it has clients: it queues this again once the last one has gone
+        STREAMS_LOG.info("store %s was dropped without close(): closing it", self.path)
+        self.close()
+
+    def close_orphans(self) -> None:
+        """On the reaper: close the writers dropped without close() (invariant 2)."""
+        if self.pid != os.getpid():  # invariant 6
+            return
+        for w in self.engine.take_orphans():
+            try:
+                w.close()
+            except Exception:  # noqa: BLE001 - logged; nobody holds the writer to raise to
+                STREAMS_LOG.error("store %s: closing a writer dropped without close() failed; "
+                                  "its pending events are not appended", self.path, exc_info=True)
+
+
+def _start_reaper() -> None:
+    """Start ``pe-reaper`` if it is not running (again in a child process after fork)."""
+    with _REAPER_LOCK:
+        if not _REAPER or not _REAPER[0].is_alive():
+            t = threading.Thread(target=_reap, name="pe-reaper", daemon=True)
+            t.start()
+            _REAPER[:] = [t]
+
+
+def _reap() -> None:
+    while True:
+        job = _JOBS.get()
         try:
-            self.close()
-        except Exception:  # noqa: BLE001 - nobody to raise to: the Store object is gone
-            STREAMS_LOG.error("store %s: closing it after it was dropped without close() failed",
-                              self.path, exc_info=True)
+            job()
+        except Exception:  # noqa: BLE001 - logged; the reaper goes on for other stores
+            STREAMS_LOG.error("closing a store dropped without close() failed", exc_info=True)
+        del job  # a store freed now is queued, not closed here
+
+
+def _forked() -> None:
+    """In a child made by fork: no jobs of the parent's (invariant 6); no reaper yet."""
+    global _JOBS, _REAPER_LOCK
+    _JOBS = queue.SimpleQueue()
+    _REAPER_LOCK = threading.Lock()  # a parent's thread may have held it at the fork
+    _REAPER.clear()
+
+
+os.register_at_fork(after_in_child=_forked)
+
+
+@atexit.register
+def _finish_at_exit() -> None:
+    """Invariant 5: work off the reaper's queue (jobs may queue more: a closed writer frees
+    its store) before the interpreter stops its daemon threads."""
+    if not _REAPER or not _REAPER[0].is_alive():
+        return
+    deadline = time.monotonic() + EXIT_WAIT_S
+    while not _JOBS.empty() and time.monotonic() < deadline:
+        done = threading.Event()
+        _JOBS.put(done.set)
+        done.wait(max(0.0, deadline - time.monotonic()))
 
 
 def _attempt(errors: list[BaseException], fn: Callable[[], Any]) -> None:

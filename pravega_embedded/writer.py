@@ -22,7 +22,7 @@ Invariants:
      raises ``_drain_pending`` then waits for ``_busy`` to fall (Dekker's handshake; CPython
      attribute loads and stores are sequentially consistent under the GIL).
   7. The store holds a writer only weakly (``WriterControl``); a writer dropped without
-     ``close()`` hands itself to the engine (``__del__``), whose linger thread closes it, so
+     ``close()`` hands itself to the engine (``__del__``), whose reaper thread closes it, so
      events written before the drop are appended all the same (storecore invariant 2).
 
 Thread-safety: ``write_event``/``write_events`` from one thread at a time (use one writer per

@@ -39,7 +39,7 @@ import socket
 import struct
 import threading
 import time
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Callable
 
 from ..errors import (
     ConnectionLostError,
@@ -105,6 +105,7 @@ class OwnerServer:
         self._lock = threading.Lock()
         self._conns: dict[FramedSocket, Session | None] = {}
         self._threads: set[threading.Thread] = set()
+        self._on_idle: list[Callable[[], None]] = []  # called once no connection is open
         self._closed = False
         self._uid = os.geteuid()
         self._tokens, self._ssl, self._idle = tokens, ssl_context, idle_timeout
@@ -206,6 +207,9 @@ class OwnerServer:
             with self._lock:
                 self._conns.pop(fs, None)
                 self._threads.discard(threading.current_thread())
+                idle, self._on_idle = (self._on_idle, []) if not self._conns else ([], self._on_idle)
+            for fn in idle:
+                fn()
 
     def _peer(self, fs: FramedSocket) -> bool:
         """Invariant 1 on the unix socket; on TCP the TLS handshake, within the handshake's
@@ -370,6 +374,15 @@ class OwnerServer:
                 return encode_events(events, end, meta)
 
     # ------------------------------------------------------------------ closing
+    def when_idle(self, fn: Callable[[], None]) -> bool:
+        """True if no connection is open; else False, and ``fn()`` is called once the last
+        one has gone (a store dropped without close() stays open for its clients)."""
+        with self._lock:
+            if not self._conns or self._closed:
+                return True
+            self._on_idle.append(fn)
+            return False
+
     def close(self) -> None:
         """Invariant 5. Idempotent."""
         with self._lock:

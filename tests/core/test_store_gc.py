@@ -5,6 +5,7 @@ open while they are referenced (storecore)."""
 from __future__ import annotations
 
 import gc
+import os
 import subprocess
 import sys
 import time
@@ -12,7 +13,7 @@ import time
 import pytest
 
 import pravega_embedded as pe
-from pravega_embedded import errors
+from pravega_embedded import errors, storecore
 
 
 def _setup(path):
@@ -48,8 +49,16 @@ def test_a_dropped_store_releases_its_lock_to_another_process(tmp_path):
     w.flush()
     del store, w
     gc.collect()
-    code = ("import pravega_embedded as pe, sys\n"
-            "with pe.open(sys.argv[1], exclusive=True) as s:\n"
+    code = ("import pravega_embedded as pe, sys, time\n"
+            "deadline = time.monotonic() + 60\n"
+            "while True:  # the reaper closes the dropped store: wait for its lock to be free\n"
+            "    try:\n"
+            "        s = pe.open(sys.argv[1], exclusive=True)\n"
+            "        break\n"
+            "    except pe.errors.StoreLockedError:\n"
+            "        assert time.monotonic() < deadline\n"
+            "        time.sleep(0.01)\n"
+            "with s:\n"
             "    print([e.event for e in s.read_slice('a', 'b')])\n")
     out = subprocess.run([sys.executable, "-c", code, str(path)], capture_output=True, text=True,
                          timeout=120)
@@ -156,11 +165,87 @@ def test_each_kind_of_handle_keeps_its_store(tmp_path, make):
         assert s.stream_info("a", "b").events == (2 if make == "txn_writer" else 1)
 
 
-def test_close_then_collect_closes_once(tmp_path):
+def test_a_writer_collected_in_a_reference_cycle_still_appends_its_events(tmp_path):
+    """The collector clears weakrefs before it calls __del__: the store dropped with its writer
+    must still append what the writer had pending."""
     path = tmp_path / "s"
+    _setup(path)
     store = pe.open(path)
-    store.close()
-    del store
+    w = store.create_writer("a", "b", writer_id="w", linger=60)
+    w.write_events([b"c1", b"c2"], routing_key="k")
+    holder: dict = {"w": w}
+    holder["self"] = holder  # the writer is reachable only from a cycle
+    del w, holder, store
     gc.collect()
-    with pe.open(path, exclusive=True):
+    assert _events(path) == [b"c1", b"c2"]
+
+
+def test_a_second_open_in_this_process_keeps_working_after_the_first_is_dropped(tmp_path):
+    path = tmp_path / "s"
+    _setup(path)
+    first = pe.open(path)
+    second = pe.open(path)  # a client of the first (it owns the store)
+    assert isinstance(second, pe.RemoteStore)
+    del first
+    gc.collect()  # the owner stays open while a client is connected
+    with second.create_writer("a", "b", writer_id="w2") as w:
+        w.write_event(b"via-client", routing_key="k")
+    assert [e.event for e in second.read_slice("a", "b")] == [b"via-client"]
+    second.close()  # the last client gone, the dropped owner closes
+    assert _events(path) == [b"via-client"]
+
+
+def test_a_watcher_keeps_its_store_open(tmp_path):
+    path = tmp_path / "s"
+    _setup(path)
+    watcher = pe.open(path).watch_segments("a", "b")
+    gc.collect()
+    first = next(iter(watcher))
+    assert first.segment_count == 1 and not watcher.closed
+    watcher.close()
+    del watcher
+    gc.collect()
+    with _open_exclusive(path):
         pass
+
+
+def test_a_program_that_ends_right_after_dropping_its_store_appends_pending_events(tmp_path):
+    path = tmp_path / "s"
+    _setup(path)
+    code = ("import pravega_embedded as pe, sys\n"
+            "s = pe.open(sys.argv[1])\n"
+            "w = s.create_writer('a', 'b', writer_id='w', linger=60)\n"
+            "for i in range(1000):\n"
+            "    w.write_event(b'%d' % i, routing_key='k')\n"
+            "del w, s\n")  # and the interpreter exits at once
+    out = subprocess.run([sys.executable, "-c", code, str(path)], capture_output=True, text=True,
+                         timeout=120)
+    assert out.returncode == 0, out.stderr
+    assert _events(path) == [b"%d" % i for i in range(1000)]
+
+
+def test_a_forked_child_that_drops_its_copy_leaves_the_parents_store_open():
+    """Only the process that opened a store closes it from the collector: a temporary store
+    closed by a child would delete the parent's directory."""
+    store = pe.open_temporary()
+    store.create_scope("a")
+    store.create_stream("a", "b")
+    pid = os.fork()
+    if pid == 0:  # the child: a reaper of its own runs; drop the copy; work the queue off
+        code = 1
+        try:
+            other = pe.open_temporary()
+            del store
+            gc.collect()
+            storecore._finish_at_exit()  # what interpreter exit does
+            other.close()
+            code = 0
+        finally:
+            os._exit(code)
+    _, status = os.waitpid(pid, 0)
+    assert os.waitstatus_to_exitcode(status) == 0
+    assert os.path.isdir(store.path)
+    with store.create_writer("a", "b", writer_id="w") as w:  # the parent's store is unharmed
+        w.write_event(b"after-fork", routing_key="k")
+    assert [e.event for e in store.read_slice("a", "b")] == [b"after-fork"]
+    store.close()
