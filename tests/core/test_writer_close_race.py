@@ -44,13 +44,18 @@ def test_close_racing_a_linger_drain_loses_nothing(tmp_path, monkeypatch):
     assert got == [b"first"] + [b"more-%d" % i for i in range(100)]
 
 
-def test_after_a_failed_sync_every_write_raises(tmp_path):
+def _store_with_one_durable_event(tmp_path):
     store = pe.open(tmp_path / "s")
     store.create_scope("a")
     store.create_stream("a", "b")
     w = store.create_writer("a", "b", writer_id="w", linger=60)
     w.write_event(b"ok", routing_key="k")
     w.flush()
+    return store, w
+
+
+def test_after_a_failed_sync_every_write_raises(tmp_path):
+    store, w = _store_with_one_durable_event(tmp_path)
     lib.pe_journal_inject_fault(store._engine.journal.handle, lib.PE_FAULT_SYNC, errno.EIO, 1)
     w.write_event(b"lost", routing_key="k")
     with pytest.raises(errors.StorageError):
@@ -70,12 +75,7 @@ def test_a_trip_seen_by_a_drain_before_its_listener_ran_still_refuses(tmp_path, 
     drain's clean-up swaps the batch out before the store's listener set the writer's refusal
     (the listener then cannot take the lock): later writes must raise all the same (CI caught
     ``write_event`` accepting an event after a failed flush)."""
-    store = pe.open(tmp_path / "s")
-    store.create_scope("a")
-    store.create_stream("a", "b")
-    w = store.create_writer("a", "b", writer_id="w", linger=60)
-    w.write_event(b"ok", routing_key="k")
-    w.flush()
+    store, w = _store_with_one_durable_event(tmp_path)
     latch = store._engine.latch
     gate = threading.Event()
     latch._listeners.insert(0, lambda err: gate.wait(30))  # runs before the store's listener
