@@ -188,11 +188,11 @@ class Store:
             e = self._engine = Engine(self.path, durability,
                                       EngineOptions(roll_bytes, tail_cache_bytes, map_size),
                                       new=self._dir.new)
-            core = self._core = StoreCore(self.path, e, self._dir, _temporary)
-            self._servers = core.servers
-            self._autoscaler = AutoScaler(e, scale_windows, scale_cooldown)
-            self._open_engine()
             try:
+                core = self._core = StoreCore(self.path, e, self._dir, _temporary)
+                self._servers = core.servers
+                self._autoscaler = AutoScaler(e, scale_windows, scale_cooldown)
+                self._open_engine()
                 if tiering is not None and tiering.local_budget is not None:
                     e.budget = LocalBudget(self.path, e.journal, e.latch, tiering.local_budget,
                                            tiering.budget_timeout)
