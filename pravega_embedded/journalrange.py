@@ -154,17 +154,19 @@ class RangeFiles:
         context is ``names``, payloads as bytes. The bytes are read and checked now; the
         events are made a section at a time as they are taken (few objects alive at once, the
         bytes still in the CPU's cache)."""
-        datas = list(self._pieces(rng))
+        pieces = list(self._pieces(rng))
         starts = [rng.start]
-        for data in datas[:-1]:
-            starts.append(starts[-1] + len(data))
+        for _, lo, hi in pieces[:-1]:
+            starts.append(starts[-1] + hi - lo)
         what = f"read of segment {segment_id} from the journal files"
         frames = self._frames
         return chain.from_iterable(map(
-            lambda data, at: events_from(data, at, segment_id, names, None, frames, what), datas, starts))
+            lambda piece, at: events_from(piece[0], at, segment_id, names, None, frames, what, piece[1], piece[2]),
+            pieces, starts))
 
-    def _pieces(self, rng: JournalRange) -> Iterator[bytes]:
-        """Each piece's bytes, read and checked (invariant 3)."""
+    def _pieces(self, rng: JournalRange) -> Iterator[tuple[bytes, int, int]]:
+        """Each piece's section as read and checked (invariant 3), with the bounds of the
+        piece's frames in it: parsed in place, not copied out."""
         for p in rng.pieces:
             fd, version = self._file(p.base)
             head = SECTION_HEADER_SIZE if version >= 2 else 0
@@ -179,7 +181,7 @@ class RangeFiles:
             view = memoryview(data)
             if head:
                 check_section(view[:head], view[head:], file_name(p.base), p.pos)
-            yield data if p.lo == 0 and p.hi == p.nbytes and not head else view[head + p.lo : head + p.hi].tobytes()
+            yield data, head + p.lo, head + p.hi
 
     def _file(self, base: int) -> tuple[int, int]:
         got = self._fds.get(base)

@@ -58,20 +58,21 @@ _FH = FRAME_HEADER_SIZE
 
 
 def events_from(data: Any, base: int, sid: int, names: tuple[str, str], ser: "Serializer | None",
-                frames: FrameParser, what: str) -> list[EventRead]:
-    """All events in ``data`` (complete frames; the first at segment offset ``base``)."""
+                frames: FrameParser, what: str, start: int = 0, stop: int | None = None) -> list[EventRead]:
+    """All events in ``data[start:stop]`` (complete frames; the first at segment offset
+    ``base``), parsed in place: no copy of the slice."""
     out: list[EventRead] = []
     ER = EventRead
     if type(data) is LargeFrame:
         ev = data.event if ser is None else ser.deserialize(data.event)
         return [_new(ER, (ev, data.key, sid, base, data.length, names))]
     cbuf = ffi.from_buffer(data)
-    pos, total = 0, len(data)
+    pos, total, shift = start, len(data) if stop is None else stop, base - start
     while pos < total:
         n, consumed = frames.parse(cbuf + pos, total - pos, what)
         if n == 0:
-            raise CorruptDataError(f"{what}: a damaged frame at offset {base + pos}")
-        b = base + pos
+            raise CorruptDataError(f"{what}: a damaged frame at offset {shift + pos}")
+        b = shift + pos
         kls = frames.kl[:n]
         ap = out.append
         if min(kls) >= 0:  # every event has a key: the common case, no branch per event

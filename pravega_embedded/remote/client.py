@@ -20,9 +20,16 @@ Invariants:
      returned, not after the batch (``EventStreamReader.position_before`` in the owner).
   5. The connection's loss raises ConnectionLostError from every call, and the handle is
      dead: the application opens the store again.
+  7. ``write_event`` takes no lock: the batch being filled is swapped out (by a full batch,
+     the linger thread, ``flush`` or ``close``, each under the writer's lock) only when the
+     writing thread is outside the per-event critical region, by the in-process writer's
+     handshake (``writer`` invariant 6): it raises ``_busy`` then checks ``_drain_pending``;
+     a drainer raises ``_drain_pending`` then waits for ``_busy`` to fall. ``close`` marks
+     the writer closed inside that handshake, so no event gets in after its last batch.
 
 Thread-safety: every public method is thread-safe (a connection's lock is held for a whole
-request and answer; a writer's lock for its buffer).
+request and answer; a writer's lock for its buffer), except that, as in process, a writer's
+``write_event``/``write_events`` are called from one thread at a time (one writer per thread).
 """
 
 from __future__ import annotations
@@ -91,6 +98,8 @@ ATOMIC_MAX = 64 << 20  # the largest write_events batch from a client (under wir
 EVENT_OVERHEAD = 6  # a WRITE's bytes per event besides key and payload (a frame header)
 _PARTS_MAX = 3 * MAX_PENDING_EVENTS  # a batch's parts: three per event
 _U32 = struct.Struct("<I").pack  # a frame's payload length
+_SMALL = 1024
+_U32_SMALL = [_U32(n) for n in range(_SMALL)]  # ... made once for small events (the hot path)
 UNACKED_MAX = 32 << 20  # a writer keeps this much sent but not known durable, then flushes
 LARGE_PART = 16 << 20  # a large event goes in BYTES frames of this size
 
@@ -445,7 +454,11 @@ class RemoteWriter:
         self._resend = False  # a batch failed: send every unacknowledged one again first
         self._closed = False
         self._linger_thread: threading.Thread | None = None
-        self._wake = threading.Condition(self._lock)
+        self._wake = threading.Condition(threading.Lock())  # signals the linger thread only
+        self._started = False  # a batch began since the linger thread last looked (under _wake)
+        self._t0 = 0.0  # when the batch being filled began (monotonic)
+        self._busy = False  # invariant 7: the writing thread is in write_event's critical region
+        self._drain_pending = False  # ... and another thread waits to take the batch
         self.duplicates_dropped = 0
         self._keys: dict[str | None, tuple[bytes, int]] = {None: (key_part(None), EVENT_OVERHEAD)}
 
@@ -462,7 +475,8 @@ class RemoteWriter:
         return event
 
     def write_event(self, event: object, routing_key: str | None = None, *, sequence: int | None = None) -> int:
-        """Buffer one event; return its sequence number (``EventStreamWriter.write_event``)."""
+        """Buffer one event; return its sequence number (``EventStreamWriter.write_event``).
+        No lock on this path (invariant 7): from one thread at a time, as in process."""
         ev = event if type(event) is bytes and self._ser is None else self._event(event)
         try:
             kpart, over = self._keys[routing_key]
@@ -471,36 +485,78 @@ class RemoteWriter:
         n = len(ev)
         if n > MAX_EVENT_SIZE:
             return self._write_large(ev, routing_key, sequence)
-        lock = self._lock
-        lock.acquire()  # not ``with``: half the cost on this hot path
+        if sequence is not None:
+            return self._write_numbered(ev, kpart, over, sequence)
+        self._busy = True
         try:
+            if self._drain_pending:
+                self._yield_to_drain()
             if self._closed:
                 self._check()
-            if sequence is not None:
-                if type(sequence) is not int or not 0 <= sequence < (1 << 63):
-                    raise InvalidSequenceError(
-                        f"writer {self.writer_id!r} on {self.scope}/{self.stream}: sequence must "
-                        f"be an int in [0, 2**63), got {sequence!r}")
-                if sequence <= self._seq:
-                    self.duplicates_dropped += 1
-                    return sequence
-                if sequence != self._seq + 1:  # a batch's numbers are consecutive: start anew
-                    self._send()
-                    self._first = sequence
-                self._seq = sequence
-            else:
-                self._seq += 1
+            self._seq = seq = self._seq + 1
             buf = self._buf
-            buf += (_U32(n), kpart, ev)
-            self._nbytes += n
-            self._wire += n + over
+            buf += (_U32_SMALL[n] if n < _SMALL else _U32(n), kpart, ev)
+            self._nbytes = nbytes = self._nbytes + n
+            self._wire = wire = self._wire + n + over
+        finally:
+            self._busy = False
+        if nbytes >= self.batch_bytes or wire >= WRITE_MAX or len(buf) >= _PARTS_MAX:
+            with self._lock:
+                self._send()
+        elif len(buf) == 3 and self.linger > 0:
+            self._linger()
+        return seq
+
+    def _write_numbered(self, ev: bytes, kpart: bytes, over: int, sequence: int) -> int:
+        """``write_event`` with an explicit ``sequence`` (under the lock: the writing thread,
+        so no other is in the critical region, and drainers wait for the lock)."""
+        with self._lock:
+            self._check()
+            if type(sequence) is not int or not 0 <= sequence < (1 << 63):
+                raise InvalidSequenceError(
+                    f"writer {self.writer_id!r} on {self.scope}/{self.stream}: sequence must "
+                    f"be an int in [0, 2**63), got {sequence!r}")
+            if sequence <= self._seq:
+                self.duplicates_dropped += 1
+                return sequence
+            if sequence != self._seq + 1:  # a batch's numbers are consecutive: start anew
+                self._send()
+                self._first = sequence
+            self._seq = sequence
+            buf = self._buf
+            buf += (_U32(len(ev)), kpart, ev)
+            self._nbytes += len(ev)
+            self._wire += len(ev) + over
             if self._nbytes >= self.batch_bytes or self._wire >= WRITE_MAX or len(buf) >= _PARTS_MAX:
                 self._send()
-            elif self.linger > 0 and len(buf) == 3:
-                self._linger()
-            return self._seq
+        if len(buf) == 3 and self.linger > 0:
+            self._linger()
+        return sequence
+
+    def _yield_to_drain(self) -> None:
+        """The writing thread, in the critical region, saw a drainer: step out until it is done."""
+        while self._drain_pending:
+            self._busy = False
+            while self._drain_pending:
+                time.sleep(0)
+            self._busy = True
+
+    def _take(self, *, closing: bool = False) -> tuple[list[bytes], int]:
+        """Swap out the batch being filled (invariant 7; under the lock): its parts and the
+        sequence of its first event. ``closing``: no write_event gets in after it."""
+        self._drain_pending = True
+        try:
+            while self._busy:
+                time.sleep(0)
+            buf, first = self._buf, self._first
+            if closing:
+                self._closed = True
+            if buf:
+                self._buf, self._nbytes, self._wire = [], 0, 0
+                self._first = self._seq + 1
+            return buf, first
         finally:
-            lock.release()
+            self._drain_pending = False
 
     def _write_large(self, ev: bytes, routing_key: str | None, sequence: int | None) -> int:
         """A large event (over MAX_EVENT_SIZE): what was written before is made durable, the
@@ -570,10 +626,10 @@ class RemoteWriter:
             self._first = self._seq + 1
             return self._seq
 
-    def _send(self) -> None:
-        """Hand the buffer to the owner (invariant 2). A failure of an earlier batch is raised
-        first, with this buffer kept, and every batch not yet known durable is sent again
-        before anything new (invariant 6)."""
+    def _send(self, *, closing: bool = False) -> None:
+        """Hand the buffer to the owner (invariant 2; under the lock). A failure of an earlier
+        batch is raised first, with this buffer kept, and every batch not yet known durable is
+        sent again before anything new (invariant 6)."""
         if self._conn.collect():
             self._resend = True
             self._conn.raise_write_error()
@@ -581,13 +637,13 @@ class RemoteWriter:
             for _, body, kind in self._unacked:  # in order; what the owner has is dropped there
                 self._conn.write(body, kind)
             self._resend = False
-        if not self._buf:
+        buf, first = self._take(closing=closing)
+        if not buf:
             return
-        body = encode_write_parts(self._handle, self._first, len(self._buf) // 3, self._buf)
+        count = len(buf) // 3
+        body = encode_write_parts(self._handle, first, count, buf)
         self._conn.write(body)  # a failure here ends the connection: the writer is dead
-        self._sent(self._seq, body, Kind.WRITE)
-        self._buf, self._nbytes, self._wire = [], 0, 0
-        self._first = self._seq + 1
+        self._sent(first + count - 1, body, Kind.WRITE)
 
     def _sent(self, last: int, body: bytes, kind: int) -> None:
         """Keep a batch sent until the owner says it is durable (invariant 6); past
@@ -614,32 +670,43 @@ class RemoteWriter:
             self._unacked_bytes -= len(self._unacked.popleft()[1])
 
     def _linger(self) -> None:
-        """Send the buffer ``linger`` seconds after its first event, if nothing sent it before."""
+        """A batch began: send it ``linger`` seconds from now if nothing sends it before."""
+        self._t0 = time.monotonic()
         if self._linger_thread is None:
-            self._linger_thread = threading.Thread(target=self._linger_loop, name="pe-client-linger",
-                                                   daemon=True)
-            self._linger_thread.start()
-        self._wake.notify()
+            with self._lock:
+                if self._linger_thread is None:
+                    self._linger_thread = threading.Thread(target=self._linger_loop, daemon=True,
+                                                           name="pe-client-linger")
+                    self._linger_thread.start()
+        with self._wake:
+            self._started = True
+            self._wake.notify()
 
     def _linger_loop(self) -> None:
         """Send a buffer ``linger`` seconds old. A failure is left for the application's next
         call to raise (never taken here), and the loop goes on."""
-        with self._lock:
-            while not self._closed:
-                if not self._buf:
-                    self._wake.wait()
-                    continue
-                first = self._first
-                self._wake.wait(self.linger)
-                if not self._buf or self._first != first or self._closed:
-                    continue
+        wake = self._wake
+        while True:
+            with wake:
+                while not self._started and not self._closed:
+                    wake.wait()
+                self._started = False
+            if self._closed:
+                return
+            first = self._first
+            delay = self._t0 + self.linger - time.monotonic()
+            if delay > 0:
+                time.sleep(delay)
+            with self._lock:
+                if self._closed:
+                    return
+                if not self._buf or self._first != first:
+                    continue  # sent meanwhile
                 try:
-                    if self._conn.collect():
-                        self._wake.wait()  # a failure waits for the application's next call
-                        continue
-                    self._send()
+                    if not self._conn.collect():  # a failure waits for the application's next call
+                        self._send()
                 except PravegaEmbeddedError:
-                    self._wake.wait()  # the connection is gone: the next call raises it
+                    pass  # the connection is gone: the next call raises it
 
     def note_time(self, timestamp: int) -> None:
         with self._lock:
@@ -679,14 +746,16 @@ class RemoteWriter:
                 return
             try:
                 if self._resend:
+                    self._take(closing=True)
                     self._conn.collect()
                     self._conn.discard_write_errors()
                 else:
-                    self._send()
+                    self._send(closing=True)
                 self._conn.call(self._handle, "close")
             finally:
                 self._closed = True
-                self._wake.notify_all()
+                with self._wake:
+                    self._wake.notify_all()
                 self._conn.close()
                 self._forget(self)
 

@@ -291,7 +291,7 @@ class RemoteGroupReader(_Owned):
             ev = next(self._it)  # the batch being handed out: no lock (see _unreturned)
         except StopIteration:
             ev = self._next_slow(timeout)
-        if ev is None or self._ser is None or ev[0] is None:
+        if self._ser is None or ev is None or ev[0] is None:
             return ev
         try:
             return EventRead.make(self._ser.deserialize(ev[0]), *ev[1:6])
