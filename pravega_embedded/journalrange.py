@@ -14,10 +14,13 @@ Invariants:
   2. Only visible sections are planned (the caller bounds the range by the visible length), so
      their bytes are in the files (acknowledged <= written in every durability mode), and no
      section whose journal file was reclaimed (it is read from tier 2 by the owner).
-  3. A range read in the client is checked whole: every section's length and CRC-32C (journal
-     format 2 on) and the pieces' total against ``stop - start``; a file gone or cut short
-     raises ``RangeGone`` (the caller asks the owner for those events instead), a damaged one
-     CorruptDataError.
+  3. A range read in the client is read and checked a section at a time as its events are
+     taken (the bytes still in the CPU's cache when parsed, one section's buffer alive):
+     every section's length and CRC-32C (journal format 2 on), the pieces' total against
+     ``stop - start`` (``from_json``); a damaged section raises CorruptDataError when it is
+     reached, as an in-process reader's read of it does; a file gone, cut short or
+     unreadable raises ``RangeGone`` naming the offset of the first event not made, and the
+     caller asks the owner for the events from there to ``stop``.
   4. ``from_json`` accepts only what ``to_json`` makes, within ``MAX_PIECES`` pieces and
      ``MAX_SECTION`` bytes a section: anything else is ProtocolError before any allocation.
 
@@ -34,11 +37,11 @@ from itertools import chain
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Iterator
 
-from .errors import ProtocolError, storage_error
+from .errors import ProtocolError, StorageError, storage_error
 from .events import EventRead
 from .frames import FrameParser
 from .journal import FILE_HEADER_SIZE, SECTION_HEADER_SIZE, check_section, file_name, file_version
-from .segsource import events_from
+from .segsource import event_runs
 
 if TYPE_CHECKING:
     from .segsource import SegmentSource
@@ -49,6 +52,7 @@ __all__ = ["JournalRange", "RangePiece", "RangeFiles", "RangeGone", "plan_range"
 MAX_PIECES = 8192  # the most sections one range may name ...
 MAX_SECTION = 64 << 20  # ... and the most bytes one of them may have (a record is far less)
 FILES_OPEN = 8  # journal files a RangeFiles keeps open
+RUN_EVENTS = 256  # events a RangeFiles makes at a time (segsource.event_runs)
 
 
 @dataclass(frozen=True, slots=True)
@@ -137,8 +141,13 @@ def plan_range(src: "SegmentSource", offset: int, limit: int, max_bytes: int) ->
 
 
 class RangeGone(Exception):
-    """A range's journal file is gone or shorter than the range (reclaimed after it was
-    planned): the events are to be asked of the owner."""
+    """A range's journal file is gone, shorter than the range (reclaimed after it was
+    planned) or unreadable: the events from ``at`` (an event boundary) to ``stop`` of the
+    range read with context ``names`` are to be asked of the owner."""
+
+    def __init__(self, message: str, at: int = 0, stop: int = 0, names: object = None) -> None:
+        super().__init__(message)
+        self.at, self.stop, self.names = at, stop, names
 
 
 class RangeFiles:
@@ -147,41 +156,44 @@ class RangeFiles:
     def __init__(self, journal_dir: str) -> None:
         self.dir = journal_dir
         self._fds: dict[int, tuple[int, int]] = {}  # base -> (fd, format version)
-        self._frames = FrameParser()
+        self._frames = FrameParser(RUN_EVENTS)
 
-    def events(self, rng: JournalRange, segment_id: int, names: Any) -> Iterator[EventRead]:
+    def runs(self, rng: JournalRange, segment_id: int, names: Any) -> Iterator[list[EventRead]]:
         """The events of ``rng`` (a range of segment ``segment_id``) as EventRead tuples whose
-        context is ``names``, payloads as bytes. The bytes are read and checked now; the
-        events are made a section at a time as they are taken (few objects alive at once, the
-        bytes still in the CPU's cache)."""
-        pieces = list(self._pieces(rng))
+        context is ``names``, payloads as bytes, in runs of at most RUN_EVENTS made as they
+        are taken, each section read and checked just before its first run (invariant 3;
+        RangeGone and CorruptDataError come from ``next``)."""
         starts = [rng.start]
-        for _, lo, hi in pieces[:-1]:
-            starts.append(starts[-1] + hi - lo)
+        for p in rng.pieces[:-1]:
+            starts.append(starts[-1] + p.hi - p.lo)
         what = f"read of segment {segment_id} from the journal files"
         frames = self._frames
-        return chain.from_iterable(map(
-            lambda piece, at: events_from(piece[0], at, segment_id, names, None, frames, what, piece[1], piece[2]),
-            pieces, starts))
 
-    def _pieces(self, rng: JournalRange) -> Iterator[tuple[bytes, int, int]]:
-        """Each piece's section as read and checked (invariant 3), with the bounds of the
-        piece's frames in it: parsed in place, not copied out."""
-        for p in rng.pieces:
-            fd, version = self._file(p.base)
-            head = SECTION_HEADER_SIZE if version >= 2 else 0
-            want = head + p.nbytes
+        def piece_events(p: RangePiece, at: int) -> Iterator[list[EventRead]]:
             try:
-                data = os.pread(fd, want, p.pos - head - p.base)
-            except OSError as exc:
-                raise storage_error(exc.errno or _errno.EIO, "read journal file",
-                                    path=os.path.join(self.dir, file_name(p.base))) from exc
-            if len(data) != want:
-                raise RangeGone(f"journal {file_name(p.base)} ends before position {p.pos + p.nbytes}")
+                data, lo, hi = self._piece(p)
+            except (RangeGone, StorageError) as exc:
+                raise RangeGone(str(exc), at, rng.stop, names) from exc
+            return event_runs(data, at, segment_id, names, frames, what, lo, hi)
+        return chain.from_iterable(map(piece_events, rng.pieces, starts))
+
+    def _piece(self, p: RangePiece) -> tuple[bytes, int, int]:
+        """The piece's section as read and checked (invariant 3), with the bounds of the
+        piece's frames in it: parsed in place, not copied out."""
+        fd, version = self._file(p.base)
+        head = SECTION_HEADER_SIZE if version >= 2 else 0
+        want = head + p.nbytes
+        try:
+            data = os.pread(fd, want, p.pos - head - p.base)
+        except OSError as exc:
+            raise storage_error(exc.errno or _errno.EIO, "read journal file",
+                                path=os.path.join(self.dir, file_name(p.base))) from exc
+        if len(data) != want:
+            raise RangeGone(f"journal {file_name(p.base)} ends before position {p.pos + p.nbytes}")
+        if head:
             view = memoryview(data)
-            if head:
-                check_section(view[:head], view[head:], file_name(p.base), p.pos)
-            yield data, head + p.lo, head + p.hi
+            check_section(view[:head], view[head:], file_name(p.base), p.pos)
+        return data, head + p.lo, head + p.hi
 
     def _file(self, base: int) -> tuple[int, int]:
         got = self._fds.get(base)

@@ -25,7 +25,7 @@ import time
 from functools import partial
 from itertools import repeat
 from operator import sub
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Iterator
 
 from ._native import ffi
 from .errors import (
@@ -50,7 +50,7 @@ if TYPE_CHECKING:
     from .serializers import Serializer
     from .stream import StreamState
 
-__all__ = ["SegmentSource", "events_from", "deadline_of", "resolve_cut", "visible_snapshot"]
+__all__ = ["SegmentSource", "events_from", "event_runs", "deadline_of", "resolve_cut", "visible_snapshot"]
 
 _new = tuple.__new__
 _FRAME_HEAD = struct.Struct("<IH")  # payload length, key length (frames.c)
@@ -61,11 +61,27 @@ def events_from(data: Any, base: int, sid: int, names: tuple[str, str], ser: "Se
                 frames: FrameParser, what: str, start: int = 0, stop: int | None = None) -> list[EventRead]:
     """All events in ``data[start:stop]`` (complete frames; the first at segment offset
     ``base``), parsed in place: no copy of the slice."""
-    out: list[EventRead] = []
-    ER = EventRead
     if type(data) is LargeFrame:
         ev = data.event if ser is None else ser.deserialize(data.event)
-        return [_new(ER, (ev, data.key, sid, base, data.length, names))]
+        return [_new(EventRead, (ev, data.key, sid, base, data.length, names))]
+    runs = event_runs(data, base, sid, names, frames, what, start, stop)
+    out = next(runs, [])
+    for more in runs:
+        out += more
+    if ser is not None:
+        de = ser.deserialize
+        out = [_new(EventRead, (de(e[0]),) + e[1:]) for e in out]
+    return out
+
+
+def event_runs(data: Any, base: int, sid: int, names: object, frames: FrameParser, what: str,
+               start: int = 0, stop: int | None = None) -> Iterator[list[EventRead]]:
+    """The events in ``data[start:stop]`` (complete frames; the first at segment offset
+    ``base``) as lists of at most ``frames.cap`` events, one per call of the frame parser,
+    parsed in place as they are taken: a reader that takes short runs keeps few events alive
+    at once (under the collector's threshold of young objects, so none reach its older
+    generations)."""
+    ER = EventRead
     cbuf = ffi.from_buffer(data)
     pos, total, shift = start, len(data) if stop is None else stop, base - start
     while pos < total:
@@ -74,6 +90,7 @@ def events_from(data: Any, base: int, sid: int, names: tuple[str, str], ser: "Se
             raise CorruptDataError(f"{what}: a damaged frame at offset {shift + pos}")
         b = shift + pos
         kls = frames.kl[:n]
+        out: list[EventRead] = []
         ap = out.append
         if min(kls) >= 0:  # every event has a key: the common case, no branch per event
             for fo, pl, kl in zip(frames.fo[:n], frames.pl[:n], kls):
@@ -89,10 +106,7 @@ def events_from(data: Any, base: int, sid: int, names: tuple[str, str], ser: "Se
                     e = s + kl
                     ap(_new(ER, (data[e : e + pl], data[s:e], sid, b + fo, _FH + kl + pl, names)))
         pos += consumed
-    if ser is not None:
-        de = ser.deserialize
-        out = [_new(ER, (de(e[0]),) + e[1:]) for e in out]
-    return out
+        yield out
 
 
 def deadline_of(timeout: Any) -> float | None:

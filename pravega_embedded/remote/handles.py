@@ -19,7 +19,10 @@ Invariants:
   4. A group reader on this machine (a unix socket) asks for journal ranges: the owner hands
      out where a chunk lies in the journal files (``journalrange``) and the reader reads and
      parses it itself, so catch-up reads cost the owner one call per range, not work per
-     event. A range whose file was reclaimed since is asked of the owner (``reread``).
+     event. The reader makes a range's events a run (``journalrange.RUN_EVENTS``) at a time
+     under its lock, and hands out a run from a list iterator without it, so ``close`` or
+     ``position`` from another thread sees whole runs. From a section whose file was
+     reclaimed since, the rest of the range is asked of the owner (``reread``).
 
 Thread-safety: as the in-process handles (one thread reads a reader; the others may call
 ``close``); every call is one exchange under the connection's lock.
@@ -44,7 +47,6 @@ from ..errors import (
     ProtocolError,
     ReaderClosedError,
     SerializationError,
-    StorageError,
     WriterClosedError,
 )
 from ..events import EventRead
@@ -276,7 +278,8 @@ class RemoteGroupReader(_Owned):
         self.reader_id = str(handle.info["reader_id"])
         self.group_name = str(handle.info["group_name"])
         self._ser = serializer
-        self._it: Iterator[EventRead] = iter(())  # the batch being handed out
+        self._it: Iterator[EventRead] = iter(())  # the batch (or run) being handed out
+        self._runs: Iterator[list[EventRead]] | None = None  # a journal range's runs not made yet
         self._lock = threading.RLock()
         # invariant 4: on this machine the journal ranges the owner hands out are read here
         self._files = RangeFiles(os.path.join(conn.path, "journal")) if conn.local else None
@@ -303,7 +306,11 @@ class RemoteGroupReader(_Owned):
         with self._lock:
             if self._closed:
                 raise self._closed_error()
-            ev = next(self._it, None)  # _unreturned may have put the batch back meanwhile
+            while True:
+                ev = next(self._it, None)  # _unreturned may have put the batch back meanwhile
+                if ev is not None or self._runs is None:
+                    break
+                self._next_run()
             if ev is not None:
                 return ev
             try:
@@ -314,16 +321,37 @@ class RemoteGroupReader(_Owned):
                         self._files.close()
                     raise self._closed_error() from None
                 raise
-            self._it = iter(self._events(body.events, body.meta))
-            return next(self._it, None)
+            batch, self._runs = self._events(body.events, body.meta)
+            self._it = iter(batch)
+            while True:
+                ev = next(self._it, None)
+                if ev is not None or self._runs is None:
+                    return ev
+                self._next_run()
 
-    def _events(self, events: list[WireEvent], meta: bytes | None) -> Iterable[EventRead]:
+    def _next_run(self) -> None:
+        """The next run of the journal range being read becomes the batch (under the lock);
+        from a section whose file is gone, the rest of the range as the owner reads it."""
+        try:
+            run = next(self._runs, None)  # type: ignore[arg-type]
+        except RangeGone as gone:
+            self._runs = None
+            self._it = iter(self._reread(gone))
+            return
+        if run is None:
+            self._runs = None
+        else:
+            self._it = iter(run)
+
+    def _events(self, events: list[WireEvent], meta: bytes | None
+                ) -> tuple[list[EventRead], Iterator[list[EventRead]] | None]:
+        """An EVENTS answer as (its events, None), or for a journal range ([], its runs)."""
         m = loads(meta) if meta is not None else None
         if not isinstance(m, dict):
             raise ProtocolError("a group reader's EVENTS has no contexts")
         contexts = [make_context((s, t), k, base) for s, t, k, base in m["ctx"]]  # type: ignore[union-attr]
         if m.get("range") is not None:
-            return self._range_events(m, contexts)
+            return [], self._range_runs(m, contexts)
         out: list[EventRead] = []
         if m.get("large") is not None and len(events) == 1:  # type: ignore[union-attr]
             events = [with_large(self._conn, self._h, events[0], meta)]  # type: ignore[arg-type]
@@ -341,28 +369,31 @@ class RemoteGroupReader(_Owned):
         marker = m.get("marker")  # type: ignore[union-attr]
         if marker is not None:
             out.append(make_marker(marker["name"], Position.of(marker["position"])))
-        return out
+        return out, None
 
-    def _range_events(self, m: dict[str, object], contexts: list[tuple[str, str]]) -> Iterable[EventRead]:
-        """Invariant 4: the events of a journal range, read from the files; those of a file
-        reclaimed since are asked of the owner (it reads them from tier 2)."""
+    def _range_runs(self, m: dict[str, object], contexts: list[tuple[str, str]]) -> Iterator[list[EventRead]]:
+        """Invariant 4: the events of a journal range, read from the files a run at a time as
+        they are taken (under the lock: ``_next_run``, ``_unreturned``); from a section whose
+        file was reclaimed since, ``next`` raises RangeGone and the rest is asked of the owner
+        (``_reread``)."""
         rng = JournalRange.from_json(m["range"])
         seg = m.get("seg")
         if type(seg) is not int or len(contexts) != 1 or self._files is None:
             raise ProtocolError("a journal range comes with its segment and one context, to a local reader")
-        try:
-            return self._files.events(rng, seg, contexts[0])
-        except (RangeGone, StorageError):
-            pass
+        return self._files.runs(rng, seg, contexts[0])
+
+    def _reread(self, gone: RangeGone) -> list[EventRead]:
+        """The events of a journal range from ``gone.at`` to its end, asked of the owner (it
+        reads them from tier 2). Under the lock."""
         out: list[EventRead] = []
-        at = rng.start
-        while at < rng.stop:
+        at = gone.at
+        while at < gone.stop:
             body = self._conn.read(self._h, "reread", at)
             again = loads(body.meta) if body.meta is not None else None
             if not isinstance(again, dict) or again.get("range") is not None:
                 raise ProtocolError("the owner answered a reread with another range")
-            evs = list(self._events(body.events, body.meta))
-            if not evs or evs[0][3] != at:
+            evs, runs = self._events(body.events, body.meta)
+            if runs is not None or not evs or evs[0][3] != at:
                 raise ProtocolError("the owner answered a reread with other events")
             out.extend(evs)
             at = evs[-1][3] + evs[-1][4]
@@ -372,12 +403,22 @@ class RemoteGroupReader(_Owned):
         """Per segment, the offset of the first event of the batch not handed out (under the
         lock). The batch is taken out of its iterator whole and put back (with ``take``: not):
         an event the reading thread takes meanwhile was handed out, so it is not counted."""
-        pending = list(self._it)
+        pending = list(self._it)  # atomic under the GIL: a list's (or C iterators') events
+        gone: RangeGone | None = None
+        if self._runs is not None:  # the runs of a journal range not made yet
+            try:
+                for run in self._runs:
+                    pending += run
+            except RangeGone as exc:  # the rest is the owner's to read (invariant 4)
+                gone = exc
+            self._runs = None if gone is None or take else _raising(gone)
         self._it = iter(() if take else pending)
         first: dict[str, int] = {}
         for ev in pending:
             if ev[0] is not None or not (ev.is_checkpoint or ev.is_read_completed):
                 first.setdefault(ev[5].key, ev[3])  # type: ignore[attr-defined]
+        if gone is not None:
+            first.setdefault(gone.names.key, gone.at)  # type: ignore[attr-defined]
         return first
 
     def position(self) -> Position:
@@ -439,6 +480,12 @@ class RemoteGroupReader(_Owned):
     def __repr__(self) -> str:
         return (f"<RemoteGroupReader {self.reader_id!r} of {self.group_name!r}"
                 f"{' closed' if self._closed else ''}>")
+
+
+def _raising(exc: BaseException) -> Iterator[list[EventRead]]:
+    """An iterator whose first ``next`` raises ``exc``."""
+    raise exc
+    yield  # noqa: unreachable: makes this a generator
 
 
 def _first_of(a: Mapping[str, int], b: Mapping[str, int]) -> dict[str, int]:

@@ -7,13 +7,14 @@ forged position inside a range is refused; large events and tiered history still
 from __future__ import annotations
 
 import os
+import threading
 from pathlib import Path
 
 import pytest
 
 import pravega_embedded as pe
 from pravega_embedded import journalrange
-from pravega_embedded.errors import CorruptDataError
+from pravega_embedded.errors import CorruptDataError, ReaderClosedError
 from pravega_embedded.journal import FILE_HEADER_SIZE, SECTION_HEADER_SIZE
 from pravega_embedded.journalrange import JournalRange, RangeFiles, RangeGone
 from pravega_embedded.remote import session as session_mod
@@ -62,7 +63,7 @@ def _check_exactly_once_in_order(events) -> None:
 def spies(monkeypatch):
     """Counts the ranges clients read from files and the events the owner sent itself."""
     counts = {"ranges": 0, "wire_events": 0}
-    read = RangeFiles.events
+    read = RangeFiles.runs
     wire = session_mod.Session._wire_event
 
     def events(self, *a):
@@ -73,7 +74,7 @@ def spies(monkeypatch):
         counts["wire_events"] += 1
         return wire(self, *a)
 
-    monkeypatch.setattr(RangeFiles, "events", events)
+    monkeypatch.setattr(RangeFiles, "runs", events)
     monkeypatch.setattr(session_mod.Session, "_wire_event", wire_event)
     return counts
 
@@ -135,6 +136,83 @@ def test_a_range_whose_file_is_gone_is_read_through_the_owner(owner, client, spi
     assert gone["n"] == 2 and spies["wire_events"] > 0, "two ranges were read through the owner"
 
 
+def _gone_at_piece(monkeypatch, k: int) -> dict[str, int]:
+    """The k-th section a client reads from the files (counting from 1) is gone."""
+    real = RangeFiles._piece
+    calls = {"n": 0}
+
+    def flaky(self, p):
+        calls["n"] += 1
+        if calls["n"] == k:
+            raise RangeGone("reclaimed meanwhile (test)")
+        return real(self, p)
+
+    monkeypatch.setattr(RangeFiles, "_piece", flaky)
+    return calls
+
+
+def test_a_section_gone_in_the_middle_of_a_range_is_read_through_the_owner_from_there(
+        owner, client, spies, monkeypatch):
+    _fill(owner)
+    calls = _gone_at_piece(monkeypatch, 3)
+    events = _read_group(client)
+    _check_exactly_once_in_order(events)
+    assert calls["n"] >= 3 and spies["wire_events"] > 0
+
+
+@pytest.mark.parametrize("then", ["position", "close"])
+def test_a_gone_section_met_by_position_or_close_loses_nothing(owner, client, spies, monkeypatch, then):
+    _fill(owner)
+    calls = _gone_at_piece(monkeypatch, 2)
+    owner.create_reader_group("g", pe.ReaderGroupConfig(streams=[("iot", "s")],
+                                                         automatic_checkpoint_interval=None))
+    r = client.get_reader_group("g").create_reader("r1")
+    first = r.read_next_event(5)
+    assert calls["n"] == 1 and first.event is not None
+    assert r.position() == first.position  # takes in the rest of the range: meets the gone section
+    assert calls["n"] >= 2
+    rest = []
+    if then == "position":
+        while not (ev := r.read_next_event(5)).is_read_completed:
+            rest.append(ev)
+        r.close()
+    else:
+        r.close()
+        with owner.get_reader_group("g").create_reader("r2") as r2:
+            while (ev := r2.read_next_event(5)) is not None and not ev.is_read_completed:
+                rest.append(ev)
+    _check_exactly_once_in_order([first] + rest)
+
+
+def test_close_from_another_thread_while_a_range_is_read_loses_nothing(owner, client, spies):
+    _fill(owner)
+    owner.create_reader_group("g", pe.ReaderGroupConfig(streams=[("iot", "s")],
+                                                         automatic_checkpoint_interval=None))
+    r = client.get_reader_group("g").create_reader("r1")
+    got, some = [], threading.Event()
+
+    def read() -> None:
+        try:
+            while (ev := r.read_next_event(5)) is not None and not ev.is_read_completed:
+                got.append(ev)
+                if len(got) == 3000:
+                    some.set()
+        except ReaderClosedError:
+            pass
+
+    t = threading.Thread(target=read)
+    t.start()
+    assert some.wait(30)
+    r.close()  # while the reading thread takes runs of the range
+    t.join(30)
+    assert not t.is_alive() and spies["ranges"] >= 1
+    rest = []
+    with owner.get_reader_group("g").create_reader("r2") as r2:
+        while (ev := r2.read_next_event(5)) is not None and not ev.is_read_completed:
+            rest.append(ev)
+    _check_exactly_once_in_order(got + rest)
+
+
 def test_a_damaged_section_is_corrupt_data_in_the_client(owner, client):
     _fill(owner, n=2000, segments=1)
     jfile = sorted(Path(owner.path, "journal").glob("*.pej"))[0]
@@ -189,7 +267,7 @@ def test_plan_range_never_cuts_a_large_event(tmp_path):
         assert first is not None and first.stop == 107  # the small event only (6 + 1 + 100 bytes)
         assert journalrange.plan_range(src, first.stop, seg.length, 1 << 30) is None
         with RangeFiles(str(Path(store.path, "journal"))) as files:
-            evs = list(files.events(first, seg.segment_id, ("iot", "s")))
+            evs = [e for run in files.runs(first, seg.segment_id, ("iot", "s")) for e in run]
         assert [e.event for e in evs] == [b"a" * 100]
 
 
