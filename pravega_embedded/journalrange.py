@@ -109,8 +109,9 @@ def _ints(*values: object) -> bool:
 
 def plan_range(src: "SegmentSource", offset: int, limit: int, max_bytes: int) -> JournalRange | None:
     """The range of ``src``'s segment from ``offset`` (an event boundary) towards ``limit``
-    (visible, an event boundary), about ``max_bytes`` long; None if its first section cannot
-    be in one (invariants 1, 2)."""
+    (visible, an event boundary), about ``max_bytes`` long and of at most MAX_PIECES sections
+    (a writer that flushes every event makes a section per event); None if its first section
+    cannot be in one (invariants 1, 2, 4)."""
     engine, seg = src.engine, src.seg
     tiered = engine.tiered.get(seg.uid, 0) if engine.cold is not None else 0
     pieces: list[RangePiece] = []
@@ -124,7 +125,8 @@ def plan_range(src: "SegmentSource", offset: int, limit: int, max_bytes: int) ->
                 at -= pieces[-1].hi - pieces[-1].lo
                 pieces.pop()
             break
-        if size >= max_bytes or (at < tiered and not engine.journal.holds(entry.pos)):
+        if size >= max_bytes or len(pieces) >= MAX_PIECES or (
+                at < tiered and not engine.journal.holds(entry.pos)):
             break  # full (the next section was looked at: invariant 1), or only in tier 2
         if bases is None:
             bases = engine.journal.bases()

@@ -213,6 +213,22 @@ def test_close_from_another_thread_while_a_range_is_read_loses_nothing(owner, cl
     _check_exactly_once_in_order(got + rest)
 
 
+def test_a_segment_of_more_sections_than_a_range_may_name_is_read_in_ranges(owner, client, spies,
+                                                                           monkeypatch):
+    monkeypatch.setattr(journalrange, "MAX_PIECES", 40)  # in the owner and the client alike
+    owner.create_scope("iot")
+    owner.create_stream("iot", "s")
+    with owner.create_writer("iot", "s") as w:
+        for i in range(300):  # a device that flushes every reading: a section per event
+            w.write_event(b"e%06d" % i, routing_key=f"k{i % 7}")
+            w.flush()
+    owner.seal_stream("iot", "s")
+    events = _read_group(client)
+    assert sorted(int(ev.event[1:7]) for ev in events) == list(range(300))
+    assert [int(ev.event[1:7]) for ev in events] == list(range(300))  # one segment: in order
+    assert spies["ranges"] >= 300 // 40 and spies["wire_events"] == 0
+
+
 def test_a_damaged_section_is_corrupt_data_in_the_client(owner, client):
     _fill(owner, n=2000, segments=1)
     jfile = sorted(Path(owner.path, "journal").glob("*.pej"))[0]
