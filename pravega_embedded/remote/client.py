@@ -502,7 +502,8 @@ class RemoteWriter:
             self._busy = False
         if nbytes >= self.batch_bytes or wire >= WRITE_MAX or len(buf) >= _PARTS_MAX:
             with self._lock:
-                self._send()
+                if not self._closed:  # else a close() in another thread took this event
+                    self._send()
         elif len(buf) == 3 and self.linger > 0:
             self._linger()
         return seq
@@ -637,6 +638,11 @@ class RemoteWriter:
             for _, body, kind in self._unacked:  # in order; what the owner has is dropped there
                 self._conn.write(body, kind)
             self._resend = False
+        self._send_batch(closing=closing)
+
+    def _send_batch(self, *, closing: bool = False) -> None:
+        """Send the batch being filled (under the lock; ``_send`` without raising or resending
+        what failed before)."""
         buf, first = self._take(closing=closing)
         if not buf:
             return
@@ -703,10 +709,11 @@ class RemoteWriter:
                 if not self._buf or self._first != first:
                     continue  # sent meanwhile
                 try:
-                    if not self._conn.collect():  # a failure waits for the application's next call
-                        self._send()
+                    if not self._conn.collect() and not self._resend:
+                        self._send_batch()  # a failure waits for the application's next call
                 except PravegaEmbeddedError:
-                    pass  # the connection is gone: the next call raises it
+                    pass  # the connection is gone, or the owner's flush failed (_resend): the
+                    # application's next call raises it
 
     def note_time(self, timestamp: int) -> None:
         with self._lock:
@@ -753,6 +760,8 @@ class RemoteWriter:
                     self._send(closing=True)
                 self._conn.call(self._handle, "close")
             finally:
+                if not self._closed:  # a failure before the last batch was taken: none gets in
+                    self._take(closing=True)
                 self._closed = True
                 with self._wake:
                     self._wake.notify_all()

@@ -280,6 +280,9 @@ class RemoteGroupReader(_Owned):
         self._ser = serializer
         self._it: Iterator[EventRead] = iter(())  # the batch (or run) being handed out
         self._runs: Iterator[list[EventRead]] | None = None  # a journal range's runs not made yet
+        self._run_next = 0  # ... the offset of the first event of those runs
+        self._range_stop = 0  # ... the range's end
+        self._range_ctx: object = None  # ... and its one context
         self._lock = threading.RLock()
         # invariant 4: on this machine the journal ranges the owner hands out are read here
         self._files = RangeFiles(os.path.join(conn.path, "journal")) if conn.local else None
@@ -330,18 +333,25 @@ class RemoteGroupReader(_Owned):
                 self._next_run()
 
     def _next_run(self) -> None:
-        """The next run of the journal range being read becomes the batch (under the lock);
-        from a section whose file is gone, the rest of the range as the owner reads it."""
+        """The next run of the journal range being read becomes the batch (under the lock).
+        From a section whose file is gone, the rest of the range is the owner's to read (tried
+        again on the next read if that fails); any other failure (a damaged section) is raised
+        and the next read asks the owner for the rest: nothing after it is skipped."""
         try:
             run = next(self._runs, None)  # type: ignore[arg-type]
         except RangeGone as gone:
-            self._runs = None
+            self._runs = _Raises(gone)
             self._it = iter(self._reread(gone))
+            self._runs = None
             return
+        except BaseException as exc:
+            self._runs = _Raises(RangeGone(str(exc), self._run_next, self._range_stop, self._range_ctx))
+            raise
         if run is None:
             self._runs = None
         else:
             self._it = iter(run)
+            self._run_next = run[-1][3] + run[-1][4]
 
     def _events(self, events: list[WireEvent], meta: bytes | None
                 ) -> tuple[list[EventRead], Iterator[list[EventRead]] | None]:
@@ -380,6 +390,7 @@ class RemoteGroupReader(_Owned):
         seg = m.get("seg")
         if type(seg) is not int or len(contexts) != 1 or self._files is None:
             raise ProtocolError("a journal range comes with its segment and one context, to a local reader")
+        self._run_next, self._range_stop, self._range_ctx = rng.start, rng.stop, contexts[0]
         return self._files.runs(rng, seg, contexts[0])
 
     def _reread(self, gone: RangeGone) -> list[EventRead]:
@@ -404,21 +415,16 @@ class RemoteGroupReader(_Owned):
         lock). The batch is taken out of its iterator whole and put back (with ``take``: not):
         an event the reading thread takes meanwhile was handed out, so it is not counted."""
         pending = list(self._it)  # atomic under the GIL: a list's (or C iterators') events
-        gone: RangeGone | None = None
-        if self._runs is not None:  # the runs of a journal range not made yet
-            try:
-                for run in self._runs:
-                    pending += run
-            except RangeGone as exc:  # the rest is the owner's to read (invariant 4)
-                gone = exc
-            self._runs = None if gone is None or take else _raising(gone)
         self._it = iter(() if take else pending)
         first: dict[str, int] = {}
         for ev in pending:
             if ev[0] is not None or not (ev.is_checkpoint or ev.is_read_completed):
                 first.setdefault(ev[5].key, ev[3])  # type: ignore[attr-defined]
-        if gone is not None:
-            first.setdefault(gone.names.key, gone.at)  # type: ignore[attr-defined]
+        if self._runs is not None:  # a journal range's runs not made yet begin at _run_next
+            if self._run_next < self._range_stop:
+                first.setdefault(self._range_ctx.key, self._run_next)  # type: ignore[attr-defined]
+            if take:
+                self._runs = None
         return first
 
     def position(self) -> Position:
@@ -482,10 +488,17 @@ class RemoteGroupReader(_Owned):
                 f"{' closed' if self._closed else ''}>")
 
 
-def _raising(exc: BaseException) -> Iterator[list[EventRead]]:
-    """An iterator whose first ``next`` raises ``exc``."""
-    raise exc
-    yield  # noqa: unreachable: makes this a generator
+class _Raises:
+    """Runs whose every ``next`` raises ``exc`` (a journal range to be asked of the owner)."""
+
+    def __init__(self, exc: BaseException) -> None:
+        self.exc = exc
+
+    def __iter__(self) -> "_Raises":
+        return self
+
+    def __next__(self) -> list[EventRead]:
+        raise self.exc.with_traceback(None)
 
 
 def _first_of(a: Mapping[str, int], b: Mapping[str, int]) -> dict[str, int]:

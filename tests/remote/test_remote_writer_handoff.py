@@ -94,3 +94,42 @@ def test_events_written_while_other_threads_flush_arrive_once_in_order(owner, cl
     for key, ev in got:
         per_key.setdefault(key, []).append(int(ev))
     assert {k: v for k, v in per_key.items()} == {k: list(range(j, n, 8)) for j, k in enumerate(keys)}
+
+
+class _Gate:
+    """A batch_bytes that stops the writing thread just after its critical region, on the
+    comparison that decides whether the batch is full (and says it is)."""
+
+    def __init__(self) -> None:
+        self.at, self.go = threading.Event(), threading.Event()
+
+    def __le__(self, nbytes: int) -> bool:
+        self.at.set()
+        assert self.go.wait(30)
+        return True
+
+    __ge__ = __le__
+
+
+def test_a_write_whose_full_batch_a_close_took_returns_its_sequence(owner, client):
+    owner.create_scope("s")
+    owner.create_stream("s", "full")
+    w = client.create_writer("s", "full", linger=0)
+    gate = _Gate()
+    w.batch_bytes = gate  # type: ignore[assignment]
+    got: list[object] = []
+
+    def write() -> None:
+        try:
+            got.append(w.write_event(b"only", routing_key="k"))
+        except Exception as exc:  # noqa: BLE001 - the test reports it
+            got.append(exc)
+
+    t = threading.Thread(target=write)
+    t.start()
+    assert gate.at.wait(30)  # the event is buffered; its full batch is not sent yet
+    w.close()  # takes and sends the batch with the event
+    gate.go.set()
+    t.join(30)
+    assert got == [0], got  # not ConnectionLostError for an event the owner has
+    assert _events(owner, "full") == [("k", b"only")]
