@@ -309,11 +309,7 @@ class RemoteGroupReader(_Owned):
         with self._lock:
             if self._closed:
                 raise self._closed_error()
-            while True:
-                ev = next(self._it, None)  # _unreturned may have put the batch back meanwhile
-                if ev is not None or self._runs is None:
-                    break
-                self._next_run()
+            ev = self._next_of_batch()  # _unreturned may have put the batch back meanwhile
             if ev is not None:
                 return ev
             try:
@@ -326,11 +322,16 @@ class RemoteGroupReader(_Owned):
                 raise
             batch, self._runs = self._events(body.events, body.meta)
             self._it = iter(batch)
-            while True:
-                ev = next(self._it, None)
-                if ev is not None or self._runs is None:
-                    return ev
-                self._next_run()
+            return self._next_of_batch()
+
+    def _next_of_batch(self) -> EventRead | None:
+        """The batch's next event, the next run of a journal range made when one is handed
+        out (under the lock); None when the batch is done."""
+        while True:
+            ev = next(self._it, None)
+            if ev is not None or self._runs is None:
+                return ev
+            self._next_run()
 
     def _next_run(self) -> None:
         """The next run of the journal range being read becomes the batch (under the lock).
