@@ -8,12 +8,17 @@ Invariants:
      ``layout.SCHEMA``, zstd-compressed, with statistics and page checksums, in row groups of
      at most ``layout.ROW_GROUP_ROWS`` rows and about ``layout.ROW_GROUP_BYTES`` of events, and
      its range and event count in the file's key-value metadata ``layout.PARQUET_METADATA_KEY``.
+     Its row groups are encoded side by side, each as a file of its own, and joined
+     (``footer.join_footers``): the file is byte for byte the one ``pq.ParquetWriter`` writes
+     with the same options, one group after the other.
   2. Reading checks the file against the manifest's ``TieredFile``: the same range and event
      count in its metadata, else CorruptDataError; only row groups whose offset statistics
      reach the asked range are read.
 
 Thread-safety: pure functions of their arguments; the target is shared safely (target.py). A
-read of several row groups decodes them side by side in a process-wide pool of reader threads
+write encodes its row groups in ``_ENCODERS`` threads of its own (started by the writing thread,
+so they inherit its CPU priority); the writing thread alone writes to the sink. A read of
+several row groups decodes them side by side in a process-wide pool of reader threads
 (``_reader_pool``), each row group through its own handle.
 """
 
@@ -25,8 +30,9 @@ import os
 import threading
 from bisect import bisect_right
 from collections.abc import Callable, Iterable, Iterator, Sequence
-from concurrent.futures import ThreadPoolExecutor, wait
-from contextlib import contextmanager
+from collections import deque
+from concurrent.futures import Future, ThreadPoolExecutor
+from contextlib import closing, contextmanager
 from typing import Any
 
 import pyarrow as pa
@@ -36,11 +42,13 @@ import pyarrow.parquet as pq
 from ..errors import CorruptDataError, InvalidConfigurationError, PravegaEmbeddedError, tier2_error
 from .layout import (COMPRESSION, LAYOUT_VERSION, PARQUET_METADATA_KEY, ROW_GROUP_BYTES,
                      ROW_GROUP_ROWS, SCHEMA, file_name, segment_dir)
+from .footer import MAGIC, add_key_value, decode, encode, join_footers
 from .manifest import TieredFile
 from .target import Tier2Target
 
 LOG = logging.getLogger("pravega_embedded.tiering")
 _READERS = max(2, min(4, os.cpu_count() or 1))  # row groups of one read decoded at once
+_ENCODERS = max(2, min(4, os.cpu_count() or 1))  # row groups of one write encoded at once
 
 __all__ = ["SegmentRows", "rows_table", "split_groups", "write_segment_file", "read_segment_file",
            "as_slice_table",
@@ -111,17 +119,25 @@ def write_segment_file(target: Tier2Target, scope: str, stream: str, segment_id:
     count = _Count(rows.first, rows.end, f"tier-2 file {target.where(rel)}")
 
     def write(sink: pa.NativeFile, written: Callable[[], None]) -> None:
-        writer = pq.ParquetWriter(sink, SCHEMA, compression=COMPRESSION, write_statistics=True,
-                                  write_page_checksum=True)
-        try:
-            _write_groups(writer, rows.groups, count, written)
-            count.check()
-            meta = {"format": LAYOUT_VERSION, "scope": scope, "stream": stream,
-                    "segment": segment_id, "first": rows.first, "end": rows.end,
-                    "events": count.events}
-            writer.add_key_value_metadata({PARQUET_METADATA_KEY: json.dumps(meta, sort_keys=True)})
-        finally:
-            writer.close()
+        sink.write(MAGIC)
+        footers, starts = [], []
+        with closing(_encoded_parts(rows.groups, count)) as parts:
+            for part in parts:
+                body, footer = _body_and_footer(part)
+                starts.append(sink.tell())
+                sink.write(body)
+                footers.append(decode(footer))
+                written()
+        count.check()
+        meta = {"format": LAYOUT_VERSION, "scope": scope, "stream": stream,
+                "segment": segment_id, "first": rows.first, "end": rows.end,
+                "events": count.events}
+        joined = add_key_value(join_footers(footers, starts), PARQUET_METADATA_KEY,
+                               json.dumps(meta, sort_keys=True))
+        data = encode(joined)
+        sink.write(data)
+        sink.write(len(data).to_bytes(4, "little"))
+        sink.write(MAGIC)
 
     # exclusive: a file of that name in tier 2 is not ours to replace (a crashed copy's file is
     # deleted before its range is copied again, copier invariant 2); on a local folder the row
@@ -130,29 +146,45 @@ def write_segment_file(target: Tier2Target, scope: str, stream: str, segment_id:
     return TieredFile(segment_id, rows.first, rows.end, count.events, size, count.lo, count.hi)
 
 
-def _write_groups(writer: pq.ParquetWriter, groups: Iterable[pa.Table], count: "_Count",
-                  written: Callable[[], None]) -> None:
-    """One row group per table, each encoded in a helper thread while the next is produced
-    (pyarrow and the C frame parser release the GIL: two cores work); ``written()`` after
-    each."""
-
-    def encode(group: pa.Table) -> None:
-        writer.write_table(group, group.num_rows)
-        written()
-
-    with ThreadPoolExecutor(1, thread_name_prefix="pe-parquet") as pool:
-        pending = None
+def _encoded_parts(groups: Iterable[pa.Table], count: "_Count") -> Iterator[pa.Buffer]:
+    """Each of ``groups`` as a Parquet file of one row group, in order, encoded ``_ENCODERS``
+    at a time in helper threads while the next groups are produced (pyarrow and the C frame
+    parser release the GIL: every core works; invariant 1). At most ``_ENCODERS`` encoded
+    groups wait in memory."""
+    with ThreadPoolExecutor(_ENCODERS, thread_name_prefix="pe-parquet") as pool:
+        pending: deque[Future[pa.Buffer]] = deque()
         try:
             for group in groups:
                 count.add(group)
-                if pending is not None:
-                    pending.result()
-                pending = pool.submit(encode, group)
-            if pending is not None:
-                pending.result()
+                if len(pending) >= _ENCODERS:
+                    yield pending.popleft().result()
+                pending.append(pool.submit(_encode_part, group))
+            while pending:
+                yield pending.popleft().result()
         finally:
-            if pending is not None:
-                wait([pending])  # never close the writer under a group being encoded
+            for f in pending:
+                f.cancel()
+
+
+def _encode_part(group: pa.Table) -> pa.Buffer:
+    """``group`` as a Parquet file of one row group, in memory, in the layout's options."""
+    sink = pa.BufferOutputStream()
+    with pq.ParquetWriter(sink, SCHEMA, compression=COMPRESSION, write_statistics=True,
+                          write_page_checksum=True) as writer:
+        writer.write_table(group, group.num_rows)
+    return sink.getvalue()
+
+
+def _body_and_footer(part: pa.Buffer) -> tuple[memoryview, bytes]:
+    """The column chunks of a Parquet file in memory (what lies between its leading magic and
+    its footer) and its footer."""
+    view = memoryview(part)
+    n = len(view)
+    size = int.from_bytes(view[n - 8:n - 4], "little") if n >= 12 else -1
+    if (n < 12 or view[:4] != MAGIC or view[n - 4:] != MAGIC
+            or not 0 < size <= n - 12):
+        raise CorruptDataError(f"pyarrow encoded a row group as {n} bytes that are no Parquet file")
+    return view[4:n - 8 - size], bytes(view[n - 8 - size:n - 8])
 
 
 class _Count:
