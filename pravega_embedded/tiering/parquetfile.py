@@ -167,12 +167,31 @@ def _encoded_parts(groups: Iterable[pa.Table], count: "_Count") -> Iterator[pa.B
 
 
 def _encode_part(group: pa.Table) -> pa.Buffer:
-    """``group`` as a Parquet file of one row group, in memory, in the layout's options."""
-    sink = pa.BufferOutputStream()
+    """``group`` as a Parquet file of one row group, in memory, in the layout's options: into a
+    buffer of ``_part_bound`` bytes (virtual memory: only the pages written are ever touched,
+    and nothing is copied as it grows), or, should the encoding not fit, a growing one."""
+    buf = pa.allocate_buffer(_part_bound(group))
+    sink = pa.FixedSizeBufferWriter(buf)
+    try:
+        _encode_into(sink, group)
+    except OSError:  # out of bounds: more than the bound (not seen; a safety net)
+        grown = pa.BufferOutputStream()
+        _encode_into(grown, group)
+        return grown.getvalue()
+    return buf.slice(0, sink.tell())
+
+
+def _part_bound(group: pa.Table) -> int:
+    """More bytes than ``group`` takes as Parquet: its plain values, zstd's worst case on top,
+    and a dictionary page of every column (at most 1 MiB each) before a fallback to plain."""
+    n = group.nbytes
+    return n + n // 64 + group.num_columns * (2 << 20) + (1 << 20)
+
+
+def _encode_into(sink: pa.NativeFile, group: pa.Table) -> None:
     with pq.ParquetWriter(sink, SCHEMA, compression=COMPRESSION, write_statistics=True,
                           write_page_checksum=True) as writer:
         writer.write_table(group, group.num_rows)
-    return sink.getvalue()
 
 
 def _body_and_footer(part: pa.Buffer) -> tuple[memoryview, bytes]:
