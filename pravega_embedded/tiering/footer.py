@@ -16,12 +16,16 @@ moved by where its body now starts.
 Invariants:
   1. ``decode`` accepts only a complete, well-formed compact-protocol struct that ends exactly
      where the buffer ends, nested at most ``MAX_DEPTH`` deep, with sizes capped by the bytes
-     left; anything else is CorruptDataError. ``encode(decode(b)) == b`` for any footer pyarrow
-     writes (fields kept in their order, their types and values as read).
-  2. ``join_footers`` moves every file position a footer holds (a row group's ``file_offset``; a
-     column chunk's ``file_offset``, page index and bloom filter offsets; its metadata's data,
-     index and dictionary page offsets; 0, which is no position, stays 0), numbers the row groups' ``ordinal`` 0, 1, ..., sums
-     ``num_rows``, and refuses parts whose schemas differ.
+     left and varints of at most 64 bits; anything else is CorruptDataError. ``encode(decode(b))
+     == b`` for any footer pyarrow writes (fields kept in their order, their types and values
+     as read). It reads footers pyarrow has just written in memory, never bytes from disk or
+     the network (a hostile footer of n bytes could make ~140 n bytes of Python objects).
+  2. ``join_footers`` moves every file position a footer holds (a row group's ``file_offset``;
+     a column chunk's ``file_offset`` and bloom filter offset; its metadata's data, index and
+     dictionary page offsets; 0, which is no position, stays 0), numbers the row groups'
+     ``ordinal`` 0, 1, ..., sums ``num_rows``, and refuses (CorruptDataError) parts without a
+     schema or with another schema than the first, and parts with a page index or encrypted
+     column metadata (positions or row-group ordinals inside the bodies it cannot move).
 
 Thread-safety: pure functions of their arguments.
 """
@@ -49,7 +53,9 @@ _DBL = struct.Struct("<d")
 # parquet.thrift field ids
 _FMD_NUM_ROWS, _FMD_ROW_GROUPS, _FMD_SCHEMA, _FMD_KEY_VALUES = 3, 4, 2, 5
 _RG_COLUMNS, _RG_FILE_OFFSET, _RG_ORDINAL = 1, 5, 7
-_CC_POSITIONS = (2, 4, 6)  # file_offset, offset_index_offset, column_index_offset
+_CC_POSITIONS = (2,)  # file_offset
+_CC_PAGE_INDEX = (4, 6)  # offset_index_offset, column_index_offset
+_CC_ENCRYPTED = (8, 9)  # crypto_metadata, encrypted_column_metadata
 _CC_META = 3
 _CMD_POSITIONS = (9, 10, 11, 14)  # data, index, dictionary page offsets; bloom filter offset
 
@@ -109,6 +115,9 @@ class _Reader:
         self.pos += 1
         return b
 
+    def _peek(self) -> int:
+        return self.buf[self.pos] if self.pos < len(self.buf) else 0
+
     def varint(self) -> int:
         out = shift = 0
         while True:
@@ -117,8 +126,8 @@ class _Reader:
             if not b & 0x80:
                 return out
             shift += 7
-            if shift > 63:
-                raise self.fail("a varint is longer than 10 bytes")
+            if shift > 63 or (shift == 63 and self._peek() > 1):
+                raise self.fail("a varint of more than 64 bits")
 
     def zigzag(self) -> int:
         n = self.varint()
@@ -282,18 +291,24 @@ def _row_groups(footer: Struct, what: str) -> list[Struct]:
     return [g for g in f.value.items if isinstance(g, Struct)]
 
 
+def _schema(footer: Struct, i: int) -> bytes:
+    f = footer.get(_FMD_SCHEMA)
+    if f is None:
+        raise CorruptDataError(f"part {i} of a Parquet file has a footer without a schema")
+    return encode(Struct([f]))
+
+
 def join_footers(footers: Sequence[Struct], starts: Sequence[int]) -> Struct:
     """The footer of one file whose row groups are those of ``footers`` in order, the body of
     part ``i`` starting at byte ``starts[i]`` of it (invariant 2). The footers are changed."""
     if not footers or len(footers) != len(starts):
         raise ValueError("join_footers needs one start per footer, and one footer or more")
     first = footers[0]
-    schema = first.get(_FMD_SCHEMA)
+    schema = _schema(first, 0)
     groups: list[Struct] = []
     rows = 0
     for i, (footer, start) in enumerate(zip(footers, starts)):
-        if encode(Struct([footer.get(_FMD_SCHEMA) or Field(0, 0, None)])) != encode(
-                Struct([schema or Field(0, 0, None)])):
+        if _schema(footer, i) != schema:
             raise CorruptDataError(f"part {i} of a Parquet file has another schema than part 0")
         by = start - len(MAGIC)  # the body was written right after the part's own PAR1
         for g in _row_groups(footer, f"part {i}"):
@@ -302,6 +317,9 @@ def join_footers(footers: Sequence[Struct], starts: Sequence[int]) -> Struct:
             for cc in (cols.value.items if cols is not None and isinstance(cols.value, List) else []):
                 if not isinstance(cc, Struct):
                     continue
+                if any(cc.get(fid) is not None for fid in _CC_PAGE_INDEX + _CC_ENCRYPTED):
+                    raise CorruptDataError(f"part {i} of a Parquet file has a page index or "
+                                           f"encrypted metadata: its positions cannot be moved")
                 _shift(cc, _CC_POSITIONS, by)
                 meta = cc.get(_CC_META)
                 if meta is not None and isinstance(meta.value, Struct):

@@ -113,7 +113,8 @@ def write_segment_file(target: Tier2Target, scope: str, stream: str, segment_id:
                        rows: SegmentRows) -> TieredFile:
     """Write ``rows`` as one file of ``segment_id`` (invariant 1), published complete and only
     if no file of that name is there (``Tier2Target.put_streamed``, AlreadyExistsError); returns its
-    manifest entry. A row group is encoded in a helper thread while the next is produced."""
+    manifest entry. Row groups are encoded side by side in helper threads while the next is
+    produced, and written in order as each is ready (``_encoded_parts``)."""
     name = file_name(rows.first, rows.end)  # checks the range
     rel = f"{segment_dir(scope, stream, segment_id)}/{name}"
     count = _Count(rows.first, rows.end, f"tier-2 file {target.where(rel)}")
@@ -149,8 +150,9 @@ def write_segment_file(target: Tier2Target, scope: str, stream: str, segment_id:
 def _encoded_parts(groups: Iterable[pa.Table], count: "_Count") -> Iterator[pa.Buffer]:
     """Each of ``groups`` as a Parquet file of one row group, in order, encoded ``_ENCODERS``
     at a time in helper threads while the next groups are produced (pyarrow and the C frame
-    parser release the GIL: every core works; invariant 1). At most ``_ENCODERS`` encoded
-    groups wait in memory."""
+    parser release the GIL: every core works; invariant 1). A group is handed on as soon as it
+    and those before it are encoded (so it goes to the disk early); at most ``_ENCODERS``
+    groups are encoded or waiting at once, and one more is being written."""
     with ThreadPoolExecutor(_ENCODERS, thread_name_prefix="pe-parquet") as pool:
         pending: deque[Future[pa.Buffer]] = deque()
         try:
@@ -159,6 +161,8 @@ def _encoded_parts(groups: Iterable[pa.Table], count: "_Count") -> Iterator[pa.B
                 if len(pending) >= _ENCODERS:
                     yield pending.popleft().result()
                 pending.append(pool.submit(_encode_part, group))
+                while pending and pending[0].done():
+                    yield pending.popleft().result()
             while pending:
                 yield pending.popleft().result()
         finally:
@@ -189,8 +193,10 @@ def _part_bound(group: pa.Table) -> int:
 
 
 def _encode_into(sink: pa.NativeFile, group: pa.Table) -> None:
+    # no page index: its page locations are file positions inside the body, which the join
+    # of the footers cannot move (footer.join_footers refuses a part that has one)
     with pq.ParquetWriter(sink, SCHEMA, compression=COMPRESSION, write_statistics=True,
-                          write_page_checksum=True) as writer:
+                          write_page_checksum=True, write_page_index=False) as writer:
         writer.write_table(group, group.num_rows)
 
 

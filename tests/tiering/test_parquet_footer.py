@@ -208,3 +208,55 @@ def test_footers_of_other_schemas_are_not_joined():
     b = F.decode(pyarrow_footer(pa.table({"x": [1]})))
     with pytest.raises(CorruptDataError, match="another schema"):
         F.join_footers([a, b], [4, 100])
+
+
+def test_parts_with_a_page_index_or_no_schema_are_not_joined():
+    tab = table([b"a", b"b"], ["k", None])
+    with_index = F.decode(pyarrow_footer(tab, write_page_index=True))
+    with pytest.raises(CorruptDataError, match="page index"):
+        F.join_footers([with_index], [4])
+    plain = F.decode(pyarrow_footer(tab))
+    plain.fields = [f for f in plain.fields if f.fid != 2]
+    with pytest.raises(CorruptDataError, match="without a schema"):
+        F.join_footers([plain], [4])
+
+
+def test_varints_of_more_than_64_bits_are_refused():
+    F.decode(b"\x16" + b"\xff" * 9 + b"\x01" + b"\x00")  # an i64 field of 64 bits: read
+    with pytest.raises(CorruptDataError, match="64 bits"):
+        F.decode(b"\x16" + b"\xff" * 9 + b"\x02" + b"\x00")
+
+
+def test_each_group_is_written_once_it_and_those_before_it_are_encoded(tmp_path, monkeypatch):
+    """A group goes to the file before the next groups are read, not in a burst at the end."""
+    events: list[str] = []
+
+    class Pool(pqf.ThreadPoolExecutor):
+        def submit(self, fn, /, *args, **kwargs):
+            f = super().submit(fn, *args, **kwargs)
+            f.add_done_callback(lambda _: events.append("encoded"))  # after it is done()
+            return f
+
+    monkeypatch.setattr(pqf, "ThreadPoolExecutor", Pool)
+
+    def groups():
+        tab = table([b"e%d" % i for i in range(60)], [None] * 60)
+        for i in range(0, 60, 10):
+            deadline = time.monotonic() + 10
+            while events.count("encoded") < i // 10 and time.monotonic() < deadline:
+                time.sleep(0.001)  # the groups before this one are encoded
+            events.append(f"read {i // 10}")
+            yield tab.slice(i, 10)
+
+    t = Tier2Target(str(tmp_path / "t2"))
+    real_put = t.put_streamed
+
+    def put_streamed(rel, write, exclusive=False):
+        return real_put(rel, lambda sink, written: write(sink, lambda: (events.append("written"), written())),
+                        exclusive=exclusive)
+
+    monkeypatch.setattr(t, "put_streamed", put_streamed)
+    write_segment_file(t, "iot", "s", 7, SegmentRows(0, 10_000, groups()))
+    # every group but the last is written before the group two after it is read
+    for k in range(4):
+        assert events.index("read %d" % (k + 2)) > [i for i, e in enumerate(events) if e == "written"][k], events
