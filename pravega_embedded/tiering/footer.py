@@ -21,8 +21,8 @@ Invariants:
      as read). It reads footers pyarrow has just written in memory, never bytes from disk or
      the network (a hostile footer of n bytes could make ~140 n bytes of Python objects).
   2. ``join_footers`` moves every file position a footer holds (a row group's ``file_offset``;
-     a column chunk's ``file_offset`` and bloom filter offset; its metadata's data, index and
-     dictionary page offsets; 0, which is no position, stays 0), numbers the row groups'
+     a column chunk's ``file_offset``; its metadata's data, index and dictionary page offsets
+     and bloom filter offset; 0, which is no position, stays 0), numbers the row groups'
      ``ordinal`` 0, 1, ..., sums ``num_rows``, and refuses (CorruptDataError) parts without a
      schema or with another schema than the first, and parts with a page index or encrypted
      column metadata (positions or row-group ordinals inside the bodies it cannot move).
@@ -59,7 +59,7 @@ _CC_ENCRYPTED = (8, 9)  # crypto_metadata, encrypted_column_metadata
 _CC_META = 3
 _CMD_POSITIONS = (9, 10, 11, 14)  # data, index, dictionary page offsets; bloom filter offset
 
-Value = Union[int, float, bytes, "Struct", "List", None]
+Value = Union[int, float, bytes, "Struct", "List", "Map", None]
 
 
 @dataclass
@@ -316,7 +316,7 @@ def join_footers(footers: Sequence[Struct], starts: Sequence[int]) -> Struct:
             cols = g.get(_RG_COLUMNS)
             for cc in (cols.value.items if cols is not None and isinstance(cols.value, List) else []):
                 if not isinstance(cc, Struct):
-                    continue
+                    raise CorruptDataError(f"part {i} of a Parquet file has a column chunk that is no struct")
                 if any(cc.get(fid) is not None for fid in _CC_PAGE_INDEX + _CC_ENCRYPTED):
                     raise CorruptDataError(f"part {i} of a Parquet file has a page index or "
                                            f"encrypted metadata: its positions cannot be moved")
