@@ -79,4 +79,7 @@ static inline uint32_t crc_cat(uint32_t crc_a, uint32_t crc_b, uint64_t len_b)
  * pass over the data (crc32c.c). */
 uint32_t pe_crc32c_copy(void *dst, const void *src, size_t len, uint32_t seed);
 
+/* zlib's crc32 continuing from `seed` (0 to start), as pe_crc32 (crc32.c). */
+uint32_t pe_crc32_update(uint32_t seed, const void *data, size_t len);
+
 #endif

@@ -345,6 +345,39 @@ int pe_rows_check(uint32_t n, const int32_t *payload_offsets, const int32_t *key
                   const uint8_t *key_validity, uint64_t key_bit0, const int64_t *row_offsets,
                   uint64_t *out_len);
 
+/* ------------------------------------------------------------------ parquet pages */
+
+/* Nesting of Thrift structs, lists and maps a page header may have (parquetpages.c). */
+#define PE_PARQUET_MAX_DEPTH 16
+/* pe_parquet_read_pages reads this many bytes at a time and checks their pages at once. */
+#define PE_PARQUET_READ_BLOCK 262144
+
+/* CRC-32 (zlib's crc32, the Parquet page checksum: reflected 0xEDB88320, init ~0, final ~0).
+ * `seed` is a previous result to continue a running checksum, or 0 to start. Uses PCLMULQDQ
+ * when the CPU has it. pe_crc32("123456789", 9, 0) == 0xCBF43926. Errors: PE_ERR_INVAL (data
+ * NULL with len > 0, out_crc NULL). */
+int pe_crc32(const void *data, size_t len, uint32_t seed, uint32_t *out_crc);
+
+/* Checks the pages of n_chunks Parquet column chunks in buf[0..buf_len): chunk i is the
+ * chunks[2i + 1] bytes from position chunks[2i], pages back to back (PageHeader in Thrift's
+ * compact protocol, then compressed_page_size bytes of data); every page must carry a crc
+ * equal to the CRC-32 of its data and end within its chunk. *out_pages = the pages checked.
+ * Errors: PE_ERR_INVAL (NULL pointers, a chunk outside buf), PE_ERR_CORRUPT (a page header
+ * that does not parse, has no crc or overruns its chunk, or a CRC mismatch): *out_bad_pos is
+ * then the position in buf of that page's header (written on PE_ERR_CORRUPT only). */
+int pe_parquet_check_pages(const uint8_t *buf, uint64_t buf_len, const uint64_t *chunks,
+                           uint32_t n_chunks, uint32_t *out_pages, uint64_t *out_bad_pos);
+
+/* Reads bytes [lo, hi) of the file open as fd into buf[lo..hi) (buf_len >= hi; pread, so the
+ * file position is untouched and threads may share fd), then checks the chunks' pages as
+ * pe_parquet_check_pages (every chunk must lie within [lo, hi)). One call, so a Python caller
+ * gives up the GIL once. Errors: PE_ERR_INVAL (bad arguments), PE_ERR_IO (pread failed; errno
+ * set), PE_ERR_CORRUPT (as pe_parquet_check_pages, or the file ends before hi: *out_bad_pos
+ * is then where it ends). */
+int pe_parquet_read_pages(int32_t fd, uint8_t *buf, uint64_t buf_len, uint64_t lo, uint64_t hi,
+                          const uint64_t *chunks, uint32_t n_chunks, uint32_t *out_pages,
+                          uint64_t *out_bad_pos);
+
 /* ------------------------------------------------------------------ files */
 
 /* Starts writing back the dirty pages of the file open as fd, without waiting for them (Linux:

@@ -63,7 +63,7 @@ from .._native import check, ffi, lib
 from ..arrow import SCHEMA as SLICE_SCHEMA
 from ..arrow import TIMED_SCHEMA
 from ..errors import CorruptDataError
-from ..frames import FRAME_HEADER_SIZE, NO_KEY
+from ..frames import FRAME_HEADER_SIZE
 from .layout import ROW_GROUP_BYTES
 from .manifest import TieredFile
 from .parquetfile import OpenedFile, as_slice_table, read_segment_file
@@ -158,33 +158,38 @@ def bytes_of(table: pa.Table) -> pa.Buffer:
     return _values(table.column("event").combine_chunks().cast(pa.large_binary()))
 
 
-def _row_lengths(table: pa.Table, raw: bool) -> pa.ChunkedArray:
-    """Each row's length in the segment (int64): its frame's, or a byte stream's section's."""
-    # chunk by chunk: combining the event column's chunks would copy every payload
-    plen = pc.binary_length(table.column("event")).cast(pa.int64())
-    if raw:
-        return plen
-    klen = pc.fill_null(pc.binary_length(table.column("routing_key")), 0)
-    return pc.add(pc.add(plen, klen.cast(pa.int64())), FRAME_HEADER_SIZE)
+def _check_covers(table: pa.Table, start: int, end: int, what: str) -> int:
+    """Invariant 1: the rows of ``table`` (events) cover ``[start, end)`` back to back, and
+    each key fits a frame (``NO_KEY``); returns ``end``. Checked batch by batch in C
+    (``rows_length``: no column is combined or copied)."""
+    pos = start
+    for batch in table.to_batches():
+        if batch.num_rows == 0:
+            continue
+        part = pa.Table.from_batches([batch])
+        if part.column("offset")[0].as_py() != pos:
+            pos = -1
+            break
+        pos += rows_length(part, what)
+    if pos != end or table.num_rows == 0:
+        raise CorruptDataError(f"{what} holds rows that do not cover offsets [{start}, {end}) "
+                               "or are not events of this store")
+    return end
 
 
-def _check_covers(table: pa.Table, start: int, end: int, what: str, raw: bool = False) -> int:
-    """Invariant 1: the rows of ``table`` cover ``[start, end)`` back to back, and an event's
-    key fits a frame (``NO_KEY``); returns ``end``."""
+def _check_sections(table: pa.Table, start: int, end: int, what: str) -> int:
+    """Invariant 1 for a byte stream: its rows' sections cover ``[start, end)`` back to back;
+    returns ``end``."""
     try:
         offs = table.column("offset")
-        lens = _row_lengths(table, raw)
+        lens = pc.binary_length(table.column("event")).cast(pa.int64())  # chunk by chunk: no copy
         ends = pc.add(pc.cumulative_sum(lens), start)
         ok = (len(offs) > 0 and pc.all(pc.equal(pc.subtract(ends, lens), offs)).as_py()
               and ends[-1].as_py() == end)
-        if ok and not raw:
-            longest = pc.max(pc.binary_length(table.column("routing_key"))).as_py()
-            ok = longest is None or longest < NO_KEY
     except pa.ArrowException as exc:
-        raise CorruptDataError(f"{what} holds rows that are not events of this store ({exc})") from exc
+        raise CorruptDataError(f"{what} holds rows that are not sections of a byte stream ({exc})") from exc
     if not ok:
-        raise CorruptDataError(f"{what} holds rows that do not cover offsets [{start}, {end}) or "
-                               "are not events of this store")
+        raise CorruptDataError(f"{what} holds rows that do not cover offsets [{start}, {end})")
     return end
 
 
@@ -486,7 +491,7 @@ class ColdReads:
         start = table.column("offset")[0].as_py()
         if raw:
             buf = bytes_of(table)
-            end = _check_covers(table, start, start + buf.size, what, raw)
+            end = _check_sections(table, start, start + buf.size, what)
             chunk = _Chunk(start, end, memoryview(buf).cast("B"))
         else:
             table = pa.Table.from_arrays(

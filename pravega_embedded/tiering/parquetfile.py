@@ -13,13 +13,15 @@ Invariants:
      with the same options, one group after the other.
   2. Reading checks the file against the manifest's ``TieredFile``: the same range and event
      count in its metadata, else CorruptDataError; only row groups whose offset statistics
-     reach the asked range are read.
+     reach the asked range are read, each with the CRC-32 of every page checked before pyarrow
+     decodes those same bytes (``rowgroups.read_group``).
 
 Thread-safety: pure functions of their arguments; the target is shared safely (target.py). A
 write encodes its row groups in ``_ENCODERS`` threads of its own (started by the writing thread,
 so they inherit its CPU priority); the writing thread alone writes to the sink. A read of
 several row groups decodes them side by side in a process-wide pool of reader threads
-(``_reader_pool``), each row group through its own handle.
+(``_reader_pool``), each row group through its own handle, all into one buffer addressed by
+file position (the groups' byte ranges are disjoint).
 """
 
 from __future__ import annotations
@@ -44,6 +46,7 @@ from .layout import (COMPRESSION, LAYOUT_VERSION, PARQUET_METADATA_KEY, ROW_GROU
                      ROW_GROUP_ROWS, SCHEMA, file_name, segment_dir)
 from .footer import MAGIC, add_key_value, decode, encode, join_footers
 from .manifest import TieredFile
+from .rowgroups import GroupSpan, group_spans, read_group
 from .target import Tier2Target
 
 LOG = logging.getLogger("pravega_embedded.tiering")
@@ -260,18 +263,21 @@ def as_slice_table(table: pa.Table, segment_id: int, timed: bool) -> pa.Table:
 
 def read_segment_file(target: Tier2Target, scope: str, stream: str, f: TieredFile,
                       start: int = 0, end: int | None = None) -> pa.Table:
-    """The events of ``f`` with ``start <= offset < end`` (invariant 2), in ``SCHEMA``."""
+    """The events of ``f`` with ``start <= offset < end`` (invariant 2), in ``SCHEMA``, each
+    page's checksum checked (``rowgroups.read_group``)."""
     rel = file_rel(scope, stream, f)
     where = target.where(rel)
     with _opened(target, rel) as fh:
         try:
-            pf = pq.ParquetFile(fh, page_checksum_verification=True)
+            pf = pq.ParquetFile(fh)
             _check(pf, f, scope, stream, where)
+            md = pf.metadata
+            spans = group_spans(md, f.size, where)
             groups = _groups(pf, start, end)
             if len(groups) > 1:
-                table = _read_parallel(target, rel, pf.metadata, groups)
+                table = _read_parallel(target, rel, md, [spans[i] for i in groups])
             else:
-                table = pf.read_row_groups(groups) if groups else SCHEMA.empty_table()
+                table = read_group(fh, md, spans[groups[0]], where) if groups else SCHEMA.empty_table()
         except PravegaEmbeddedError:
             raise  # CorruptDataError, or a StorageError of opening a handle (_opened)
         except Exception as exc:  # noqa: BLE001 - translated in one place
@@ -289,9 +295,10 @@ def read_segment_file(target: Tier2Target, scope: str, stream: str, f: TieredFil
 class OpenedFile:
     """A data file kept open for reading its row groups one at a time (cold reads): its footer
     is read and checked against the manifest's ``TieredFile`` once (invariant 2), and each read
-    is then one call into pyarrow (one release of the GIL: a read-ahead thread is not held up
-    by a reader's Python loop for each step of opening a file). Reads are serialized by
-    ``lock``; ``close`` (idempotent) releases the handle, and a read after it opens it again.
+    is then one call into C (read and check the pages, ``rowgroups.read_group``) and one into
+    pyarrow: two releases of the GIL, so a read-ahead thread is not held up by a reader's
+    Python loop for each step of opening a file. Reads are serialized by ``lock``; ``close``
+    (idempotent) releases the handle, and a read after it opens it again.
     ``firsts``: each row group's first offset (None: a row group without statistics, so
     every read takes them all); ``sizes``: each row group's decoded bytes."""
 
@@ -301,10 +308,13 @@ class OpenedFile:
         self._where = target.where(self._rel)
         self.lock = threading.Lock()
         self._fh: Any = None
-        self._pf: pq.ParquetFile | None = None
         with self.lock:
-            pf = self._open(None)
-            md = pf.metadata
+            md = self._open(None)
+            try:
+                self._spans = group_spans(md, f.size, self._where)
+            except BaseException:
+                self._close()
+                raise
             firsts, sizes = [], []
             for i in range(md.num_row_groups):
                 rg = md.row_group(i)
@@ -330,12 +340,17 @@ class OpenedFile:
         if not groups:
             return SCHEMA.empty_table()
         with self.lock:
-            pf = self._pf if self._pf is not None else self._open(self.metadata)
+            if self._fh is None:
+                self._open(self.metadata)
             try:
-                return pf.read_row_groups(groups)
-            except Exception as exc:  # noqa: BLE001 - translated in one place
+                tables = [read_group(self._fh, self.metadata, self._spans[i], self._where)
+                          for i in groups]
+            except BaseException as exc:
                 self._close()  # a failed read leaves no handle in doubt: the next one reopens
+                if isinstance(exc, PravegaEmbeddedError) or not isinstance(exc, Exception):
+                    raise
                 raise _parse_error(exc, self._where, "read a tier-2 file") from exc
+        return tables[0] if len(tables) == 1 else pa.concat_tables(tables)
 
     @property
     def names(self) -> tuple[str, str]:
@@ -351,8 +366,9 @@ class OpenedFile:
             finally:
                 self.lock.release()
 
-    def _open(self, md: "pq.FileMetaData | None") -> pq.ParquetFile:
-        """Open the file (lock held); without ``md``, read and check its footer."""
+    def _open(self, md: "pq.FileMetaData | None") -> pq.FileMetaData:
+        """Open the file (lock held); without ``md``, read and check its footer. Returns the
+        footer."""
         try:
             fh = self._target.open_read(self._rel)
         except FileNotFoundError as exc:
@@ -360,20 +376,21 @@ class OpenedFile:
                                    "was deleted by hand or by another program") from exc
         except Exception as exc:  # noqa: BLE001 - every file-system failure is translated here
             raise tier2_error(exc, "open a tier-2 file", url=self._where) from exc
-        try:
-            pf = pq.ParquetFile(fh, metadata=md, page_checksum_verification=True)
-            if md is None:
+        if md is None:
+            try:
+                pf = pq.ParquetFile(fh)
                 _check(pf, self.file, self._scope, self._stream, self._where)
-        except BaseException as exc:
-            fh.close()
-            if isinstance(exc, PravegaEmbeddedError) or not isinstance(exc, Exception):
-                raise
-            raise _parse_error(exc, self._where, "read a tier-2 file's footer") from exc
-        self._fh, self._pf = fh, pf
-        return pf
+                md = pf.metadata
+            except BaseException as exc:
+                fh.close()
+                if isinstance(exc, PravegaEmbeddedError) or not isinstance(exc, Exception):
+                    raise
+                raise _parse_error(exc, self._where, "read a tier-2 file's footer") from exc
+        self._fh = fh
+        return md
 
     def _close(self) -> None:
-        fh, self._fh, self._pf = self._fh, None, None
+        fh, self._fh = self._fh, None
         if fh is not None:
             try:
                 fh.close()
@@ -381,16 +398,19 @@ class OpenedFile:
                 LOG.debug("closing tier-2 file %s failed", self._where, exc_info=True)
 
 
-def _read_parallel(target: Tier2Target, rel: str, md: pq.FileMetaData, groups: list[int]) -> pa.Table:
-    """Row groups ``groups`` of the file at ``rel`` (footer ``md``), read side by side in
+def _read_parallel(target: Tier2Target, rel: str, md: pq.FileMetaData,
+                   spans: list[GroupSpan]) -> pa.Table:
+    """Row groups ``spans`` of the file at ``rel`` (footer ``md``), read side by side in
     ``_READERS`` threads, each through its own handle (pyarrow decodes one row group's columns
     in parallel, not several row groups; the event column is most of the work)."""
+    where = target.where(rel)
+    buf = pa.allocate_buffer(max(s.hi for s in spans))
 
-    def one(i: int) -> pa.Table:
+    def one(span: GroupSpan) -> pa.Table:
         with _opened(target, rel) as fh:
-            return pq.ParquetFile(fh, metadata=md, page_checksum_verification=True).read_row_group(i)
+            return read_group(fh, md, span, where, buf)
 
-    return pa.concat_tables(list(_reader_pool().map(one, groups)))
+    return pa.concat_tables(list(_reader_pool().map(one, spans)))
 
 
 _POOL_LOCK = threading.Lock()
@@ -432,7 +452,7 @@ def verify_segment_file(target: Tier2Target, scope: str, stream: str, f: TieredF
         raise CorruptDataError(f"tier-2 file {where} has {size} bytes, not the {f.size} written")
     with _opened(target, rel) as fh:
         try:
-            _check(pq.ParquetFile(fh, page_checksum_verification=True), f, scope, stream, where)
+            _check(pq.ParquetFile(fh), f, scope, stream, where)
         except CorruptDataError:
             raise
         except Exception as exc:  # noqa: BLE001 - translated in one place

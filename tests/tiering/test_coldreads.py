@@ -9,6 +9,7 @@ import os
 import time
 from pathlib import Path
 
+import pyarrow as pa
 import pytest
 
 import pravega_embedded as pe
@@ -236,6 +237,28 @@ def test_a_forged_file_whose_rows_cannot_be_events_is_corrupt_data(tmp_path):
     with pe.open(path, durability="none") as store:
         with pytest.raises(CorruptDataError, match="not events of this store|do not cover"):
             read_all(store)
+        with pytest.raises(CorruptDataError, match="not events of this store|do not cover"):
+            store.read_slice("iot", "s").to_arrow()
+
+
+def test_rows_of_a_slice_must_cover_its_range_across_row_groups_too():
+    """Slices check their rows row group by row group (``_check_covers``, in C): a row group
+    must start where the one before it ends."""
+    from pravega_embedded.tiering.coldreads import _check_covers
+    from pravega_embedded.tiering.parquetfile import rows_table
+
+    def group(first, n):
+        offs = [first + i * 11 for i in range(n)]  # 5-byte events without keys: frames of 11
+        return rows_table(offs, [None] * n, [b"abcde"] * n, [0] * n)
+
+    good = pa.concat_tables([group(0, 3), group(33, 2)])
+    assert _check_covers(good, 0, 55, "t") == 55
+    with pytest.raises(CorruptDataError, match="do not cover"):
+        _check_covers(pa.concat_tables([group(0, 3), group(34, 2)]), 0, 56, "t")
+    with pytest.raises(CorruptDataError, match="do not cover"):
+        _check_covers(good, 0, 66, "t")  # ends short of the range
+    with pytest.raises(CorruptDataError, match="do not cover"):
+        _check_covers(good, 11, 55, "t")  # starts before it
 
 
 def test_a_sequential_read_from_tier2_reads_the_next_row_group_ahead_once(tmp_path, monkeypatch):
@@ -379,7 +402,7 @@ def test_a_failed_read_of_an_open_tier2_file_is_a_storage_error_and_the_next_rea
         want = fill(store, n=3000)
         tier_and_reclaim(store, path)
     with pe.open(path, **opts) as store:
-        real = pq.ParquetFile.read_row_groups
+        real = pq.ParquetFile.read_row_group
         failures = []
 
         def failing_once(self, *a, **k):
@@ -388,7 +411,7 @@ def test_a_failed_read_of_an_open_tier2_file_is_a_storage_error_and_the_next_rea
                 raise OSError(errno.EIO, "Input/output error")
             return real(self, *a, **k)
 
-        monkeypatch.setattr(pq.ParquetFile, "read_row_groups", failing_once)
+        monkeypatch.setattr(pq.ParquetFile, "read_row_group", failing_once)
         with pytest.raises(StorageError, match="Input/output error"):
             read_all(store)
         assert sorted(read_all(store)) == sorted(want)
