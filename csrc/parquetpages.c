@@ -150,8 +150,8 @@ static int field_header(cursor *c, int32_t *id, int *type)
     *type = h & 0x0F;
     if (*type == 0)
         return PE_OK;
-    if (h >> 4) {
-        *id += h >> 4;
+    if (h >> 4) { /* field ids are i16: a run of deltas wraps as Thrift's does, never overflows */
+        *id = (int32_t)(int16_t)(uint16_t)((uint32_t)*id + (h >> 4));
         return PE_OK;
     }
     int32_t v;
@@ -256,7 +256,7 @@ static int check_chunk(filler *f, uint64_t start, uint64_t cend, uint32_t *pages
         uint32_t want = 0, crc = 0;
         int has_crc = 0;
         for (;;) {
-            uint64_t have = min_u64(f->filled, cend);
+            uint64_t have = min_u64(min_u64(f->filled, cend), page + PE_PARQUET_MAX_HEADER);
             if (have > pos) {
                 cursor c = {f->buf + pos, f->buf + have};
                 if (page_header(&c, &size, &want, &has_crc) == PE_OK) {
@@ -264,7 +264,7 @@ static int check_chunk(filler *f, uint64_t start, uint64_t cend, uint32_t *pages
                     break;
                 }
             }
-            if (have >= cend) { /* all of the chunk is there (always so for fd < 0) */
+            if (have >= cend || have >= page + PE_PARQUET_MAX_HEADER) { /* no more to read */
                 *bad = page;
                 return PE_ERR_CORRUPT;
             }
@@ -341,4 +341,180 @@ int pe_parquet_read_pages(int32_t fd, uint8_t *buf, uint64_t buf_len, uint64_t l
     if (rc == PE_OK && (rc = fill_to(&f, hi)) == PE_ERR_CORRUPT) /* any bytes after the last page */
         *out_bad_pos = f.eof_pos;
     return rc;
+}
+
+/* ------------------------------------------------------------------ the footer's row groups */
+
+static int read_i64(cursor *c, int64_t *out)
+{
+    uint64_t u;
+    if (read_varint(c, &u) != PE_OK)
+        return PE_ERR_CORRUPT;
+    *out = (int64_t)((u >> 1) ^ (0u - (u & 1u))); /* zigzag */
+    return PE_OK;
+}
+
+/* A list header whose elements must be structs: *n their count. */
+static int struct_list(cursor *c, uint64_t *n)
+{
+    if (c->p >= c->end)
+        return PE_ERR_CORRUPT;
+    uint8_t h = *c->p++;
+    *n = h >> 4;
+    if (*n == 15 && read_varint(c, n) != PE_OK)
+        return PE_ERR_CORRUPT;
+    if ((h & 0x0F) != 12 || *n > (uint64_t)(c->end - c->p))
+        return PE_ERR_CORRUPT; /* every struct takes a byte at least */
+    return PE_OK;
+}
+
+/* Statistics (depth 6): min_value (6) and max_value (5) as 8-byte little-endian int64. */
+static int statistics(cursor *c, pe_parquet_group *g)
+{
+    int32_t id = 0;
+    int have = 0;
+    for (;;) {
+        int type;
+        if (field_header(c, &id, &type) != PE_OK)
+            return PE_ERR_CORRUPT;
+        if (type == 0)
+            break;
+        if ((id == 5 || id == 6) && type == 8) {
+            uint64_t n;
+            if (read_varint(c, &n) != PE_OK || n > (uint64_t)(c->end - c->p))
+                return PE_ERR_CORRUPT;
+            if (n == 8) {
+                uint64_t v = 0;
+                for (int k = 7; k >= 0; k--)
+                    v = (v << 8) | c->p[k];
+                if (id == 5)
+                    g->last = (int64_t)v;
+                else
+                    g->first = (int64_t)v;
+                have |= id == 5 ? 1 : 2;
+            }
+            c->p += n;
+        } else if (skip_value(c, type, 6) != PE_OK) {
+            return PE_ERR_CORRUPT;
+        }
+    }
+    g->has_stats = have == 3;
+    return PE_OK;
+}
+
+/* ColumnMetaData (depth 5): total_compressed_size (7), data_page_offset (9),
+ * dictionary_page_offset (11); with `stats`, the statistics (12) into g. */
+static int column_meta(cursor *c, int stats, pe_parquet_group *g, uint64_t *chunk)
+{
+    int32_t id = 0;
+    int64_t size = -1, data = -1, dict = -1;
+    for (;;) {
+        int type;
+        if (field_header(c, &id, &type) != PE_OK)
+            return PE_ERR_CORRUPT;
+        if (type == 0)
+            break;
+        if ((id == 7 || id == 9 || id == 11) && type == 6) {
+            int64_t v;
+            if (read_i64(c, &v) != PE_OK)
+                return PE_ERR_CORRUPT;
+            *(id == 7 ? &size : id == 9 ? &data : &dict) = v;
+        } else if (id == 12 && type == 12 && stats) {
+            if (statistics(c, g) != PE_OK)
+                return PE_ERR_CORRUPT;
+        } else if (skip_value(c, type, 5) != PE_OK) {
+            return PE_ERR_CORRUPT;
+        }
+    }
+    if (size < 0 || data < 0)
+        return PE_ERR_CORRUPT;
+    int64_t start = (dict > 0 && dict < data) ? dict : data; /* as pyarrow computes it */
+    chunk[0] = (uint64_t)start;
+    chunk[1] = (uint64_t)size;
+    return PE_OK;
+}
+
+/* ColumnChunk (depth 4): its meta_data (3) is required. */
+static int column_chunk(cursor *c, int stats, pe_parquet_group *g, uint64_t *chunk)
+{
+    int32_t id = 0;
+    int have = 0;
+    for (;;) {
+        int type;
+        if (field_header(c, &id, &type) != PE_OK)
+            return PE_ERR_CORRUPT;
+        if (type == 0)
+            return have ? PE_OK : PE_ERR_CORRUPT;
+        if (id == 3 && type == 12) {
+            if (column_meta(c, stats, g, chunk) != PE_OK)
+                return PE_ERR_CORRUPT;
+            have = 1;
+        } else if (skip_value(c, type, 4) != PE_OK) {
+            return PE_ERR_CORRUPT;
+        }
+    }
+}
+
+/* RowGroup (depth 3): exactly n_cols column chunks (1). */
+static int row_group(cursor *c, uint32_t n_cols, pe_parquet_group *g, uint64_t *chunks)
+{
+    int32_t id = 0;
+    int have = 0;
+    for (;;) {
+        int type;
+        if (field_header(c, &id, &type) != PE_OK)
+            return PE_ERR_CORRUPT;
+        if (type == 0)
+            return have ? PE_OK : PE_ERR_CORRUPT;
+        if (id == 1 && type == 9 && !have) {
+            uint64_t n;
+            if (struct_list(c, &n) != PE_OK || n != n_cols)
+                return PE_ERR_CORRUPT;
+            for (uint32_t j = 0; j < n_cols; j++) {
+                if (column_chunk(c, j == 0, g, chunks + 2 * j) != PE_OK)
+                    return PE_ERR_CORRUPT;
+            }
+            have = 1;
+        } else if (skip_value(c, type, 3) != PE_OK) {
+            return PE_ERR_CORRUPT;
+        }
+    }
+}
+
+int pe_parquet_footer_groups(const uint8_t *footer, uint64_t len, uint32_t n_cols,
+                             pe_parquet_group *groups, uint32_t groups_cap, uint64_t *chunks,
+                             uint32_t *out_groups)
+{
+    if (footer == NULL || n_cols == 0 || (groups_cap > 0 && (groups == NULL || chunks == NULL)) ||
+        out_groups == NULL)
+        return PE_ERR_INVAL;
+    cursor c = {footer, footer + len};
+    int32_t id = 0;
+    int have = 0;
+    uint64_t n = 0;
+    for (;;) {
+        int type;
+        if (field_header(&c, &id, &type) != PE_OK)
+            return PE_ERR_CORRUPT;
+        if (type == 0)
+            break;
+        if (id == 4 && type == 9 && !have) {
+            if (struct_list(&c, &n) != PE_OK || n > groups_cap)
+                return PE_ERR_CORRUPT;
+            for (uint64_t i = 0; i < n; i++) {
+                pe_parquet_group *g = &groups[i];
+                g->first = g->last = 0;
+                g->has_stats = 0;
+                if (row_group(&c, n_cols, g, chunks + 2 * (uint64_t)n_cols * i) != PE_OK)
+                    return PE_ERR_CORRUPT;
+            }
+            have = 1;
+        } else if (skip_value(&c, type, 1) != PE_OK) {
+            return PE_ERR_CORRUPT;
+        }
+    }
+    if (c.p != c.end)
+        return PE_ERR_CORRUPT; /* the footer is one struct, all of it */
+    *out_groups = (uint32_t)n;
+    return PE_OK;
 }

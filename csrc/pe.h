@@ -351,6 +351,30 @@ int pe_rows_check(uint32_t n, const int32_t *payload_offsets, const int32_t *key
 #define PE_PARQUET_MAX_DEPTH 16
 /* pe_parquet_read_pages reads this many bytes at a time and checks their pages at once. */
 #define PE_PARQUET_READ_BLOCK 262144
+/* A page header longer than this is damage (pyarrow writes a few hundred bytes at most:
+ * statistics are capped at 4 KiB), so a header is parsed again at most four times. */
+#define PE_PARQUET_MAX_HEADER 1048576
+
+/* A row group as a Parquet footer describes it (pe_parquet_footer_groups): the offset
+ * column's min and max (from its statistics' min_value and max_value, 8-byte int64; has_stats
+ * 0 when either is missing or of another size). */
+typedef struct pe_parquet_group {
+    int64_t first;
+    int64_t last;
+    uint32_t has_stats;
+} pe_parquet_group;
+
+/* Reads the row groups of a Parquet footer (FileMetaData in Thrift's compact protocol, len
+ * bytes, nothing after it) without trusting it: each row group must have exactly n_cols
+ * column chunks, each with its metadata; chunks[2 (i n_cols + j)] and [.. + 1] get column j
+ * of group i's start (its dictionary page's offset when that comes first, else its first data
+ * page's) and total_compressed_size, groups[i] column 0's statistics. *out_groups = the row
+ * groups. Positions are not checked against the file (the caller knows its size). Errors:
+ * PE_ERR_INVAL (NULL pointers, n_cols 0), PE_ERR_CORRUPT (a footer that does not parse, more
+ * than groups_cap row groups, a group of another number of columns, negative sizes). */
+int pe_parquet_footer_groups(const uint8_t *footer, uint64_t len, uint32_t n_cols,
+                             pe_parquet_group *groups, uint32_t groups_cap, uint64_t *chunks,
+                             uint32_t *out_groups);
 
 /* CRC-32 (zlib's crc32, the Parquet page checksum: reflected 0xEDB88320, init ~0, final ~0).
  * `seed` is a previous result to continue a running checksum, or 0 to start. Uses PCLMULQDQ

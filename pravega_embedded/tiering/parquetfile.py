@@ -46,7 +46,7 @@ from .layout import (COMPRESSION, LAYOUT_VERSION, PARQUET_METADATA_KEY, ROW_GROU
                      ROW_GROUP_ROWS, SCHEMA, file_name, segment_dir)
 from .footer import MAGIC, add_key_value, decode, encode, join_footers
 from .manifest import TieredFile
-from .rowgroups import GroupSpan, group_spans, read_group
+from .rowgroups import GroupSpan, file_size, group_spans, read_footer, read_group
 from .target import Tier2Target
 
 LOG = logging.getLogger("pravega_embedded.tiering")
@@ -272,14 +272,14 @@ def read_segment_file(target: Tier2Target, scope: str, stream: str, f: TieredFil
             pf = pq.ParquetFile(fh)
             _check(pf, f, scope, stream, where)
             md = pf.metadata
-            spans = group_spans(md, f.size, where)
-            groups = _groups(pf, start, end)
+            spans = _spans(fh, md, where)
+            groups = _groups(spans, start, end)
             if len(groups) > 1:
                 table = _read_parallel(target, rel, md, [spans[i] for i in groups])
             else:
                 table = read_group(fh, md, spans[groups[0]], where) if groups else SCHEMA.empty_table()
-        except PravegaEmbeddedError:
-            raise  # CorruptDataError, or a StorageError of opening a handle (_opened)
+        except (PravegaEmbeddedError, MemoryError):
+            raise  # CorruptDataError, a StorageError of opening a handle (_opened), no memory
         except Exception as exc:  # noqa: BLE001 - translated in one place
             raise _parse_error(exc, where, "read a tier-2 file") from exc
     table = table.replace_schema_metadata(None)
@@ -311,19 +311,14 @@ class OpenedFile:
         with self.lock:
             md = self._open(None)
             try:
-                self._spans = group_spans(md, f.size, self._where)
+                self._spans = _spans(self._fh, md, self._where)
             except BaseException:
                 self._close()
                 raise
-            firsts, sizes = [], []
-            for i in range(md.num_row_groups):
-                rg = md.row_group(i)
-                st = rg.column(0).statistics
-                if st is None or not st.has_min_max:
-                    firsts = None
-                    break
-                firsts.append(int(st.min))
-                sizes.append(int(rg.total_byte_size))
+            firsts: list[int] | None = [s.first for s in self._spans if s.first is not None]
+            if len(firsts) != len(self._spans):
+                firsts = None
+            sizes = [int(md.row_group(i).total_byte_size) for i in range(md.num_row_groups)]
         self.metadata = md
         self.firsts: tuple[int, ...] | None = None if firsts is None else tuple(firsts)
         self.sizes: tuple[int, ...] = tuple(sizes)
@@ -347,7 +342,7 @@ class OpenedFile:
                           for i in groups]
             except BaseException as exc:
                 self._close()  # a failed read leaves no handle in doubt: the next one reopens
-                if isinstance(exc, PravegaEmbeddedError) or not isinstance(exc, Exception):
+                if isinstance(exc, (PravegaEmbeddedError, MemoryError)) or not isinstance(exc, Exception):
                     raise
                 raise _parse_error(exc, self._where, "read a tier-2 file") from exc
         return tables[0] if len(tables) == 1 else pa.concat_tables(tables)
@@ -494,23 +489,24 @@ def _check(pf: pq.ParquetFile, f: TieredFile, scope: str, stream: str, where: st
         meta = None
     want = {"format": LAYOUT_VERSION, "scope": scope, "stream": stream, "segment": f.segment_id,
             "first": f.first, "end": f.end, "events": f.events}
+    # written by pyarrow (rowgroups: pyarrow pads the column chunks of some old writers' files
+    # past their ends when it reads them)
     if (meta != want or pf.metadata.num_rows != f.events
+            or not str(pf.metadata.created_by or "").startswith("parquet-cpp-arrow")
             or not pf.schema_arrow.equals(SCHEMA, check_metadata=False)):
         raise CorruptDataError(f"tier-2 file {where} does not hold what the manifest says "
                                f"(offsets [{f.first}, {f.end}), {f.events} events): it was "
                                "replaced or damaged")
 
 
-def _groups(pf: pq.ParquetFile, start: int, end: int | None) -> list[int]:
-    """The row groups whose offset statistics reach ``[start, end)``."""
-    out = []
-    md = pf.metadata
-    for i in range(md.num_row_groups):
-        st = md.row_group(i).column(0).statistics
-        if st is None or not st.has_min_max:
-            out.append(i)
-            continue
-        if st.max < start or (end is not None and st.min >= end):
-            continue
-        out.append(i)
-    return out
+def _spans(fh: Any, md: pq.FileMetaData, where: str) -> tuple[GroupSpan, ...]:
+    """The row groups' spans, from the footer read again and parsed in C (``rowgroups``)."""
+    size = file_size(fh, where)
+    return group_spans(read_footer(fh, size, where), md.num_row_groups, len(SCHEMA), size, where)
+
+
+def _groups(spans: Sequence[GroupSpan], start: int, end: int | None) -> list[int]:
+    """The row groups whose offset statistics reach ``[start, end)`` (all without them)."""
+    return [s.index for s in spans
+            if s.first is None or s.last is None
+            or not (s.last < start or (end is not None and s.first >= end))]

@@ -3,19 +3,22 @@
 Owns: where a row group's column chunks lie in its file (``GroupSpan``, from the footer) and
 reading them: the bytes are read into memory, the CRC-32 of every page is checked in C
 (``pe_parquet_check_pages``: PCLMULQDQ, several times faster than the check pyarrow does
-itself, which took about a third of a catch-up read), and pyarrow decodes those same bytes
+itself, which took about a tenth of a catch-up read), and pyarrow decodes those same bytes
 with its own check off.
 
 Invariants:
   1. A row group is decoded only from bytes whose every page was checked: the buffer pyarrow
-     reads is the one the check ran over, and nothing writes to it after (no window in which
-     the file could change between check and decode).
-  2. The buffer is addressed by file position (its length is the span's end): pyarrow is given
-     the file's footer as metadata and reads only the group's column chunks, all of which were
-     filled; the bytes before the span are never touched (allocated, not filled, so virtual
-     memory costs nothing for them).
-  3. A span comes from the footer, which is data from disk: chunk positions outside the file
-     are CorruptDataError before any allocation.
+     reads is the one the check ran over, and nothing writes to its group's range after.
+  2. The buffer is addressed by file position; pyarrow is given the file's footer as metadata
+     and a view of the buffer that ends where the group's last column chunk ends, so it reads
+     only the group's chunks, all of which were filled and checked (the bytes before the
+     group are never touched: allocated, not filled, so virtual memory costs nothing for them).
+     It would pad a chunk past its end for files of some old writers: files not written by
+     pyarrow are refused (``parquetfile._check``).
+  3. The spans come from the footer, data from disk, parsed in C (``pe_parquet_footer_groups``,
+     never pyarrow's column-chunk accessors, which abort the process on some damaged footers):
+     each group has the layout's columns, chunks lie in the file before its footer, in order,
+     and neither chunks nor groups overlap; else CorruptDataError, before any allocation.
 
 Thread-safety: pure functions of their arguments. A local file is read with ``pread`` in the C
 call (threads may share a handle); another file system's handle is read with seek + readinto,
@@ -33,7 +36,7 @@ import pyarrow.parquet as pq
 from .._native import check, ffi, lib
 from ..errors import CorruptDataError, tier2_error
 
-__all__ = ["GroupSpan", "group_spans", "read_group"]
+__all__ = ["GroupSpan", "file_size", "group_spans", "read_footer", "read_group"]
 
 _MAGIC_SIZE = 4  # "PAR1" before the first column chunk
 
@@ -41,37 +44,66 @@ _MAGIC_SIZE = 4  # "PAR1" before the first column chunk
 @dataclass(frozen=True)
 class GroupSpan:
     """Where row group ``index``'s column chunks lie: ``chunks`` holds (start, length) of each,
-    flattened; ``lo``/``hi`` bound them all."""
+    flattened; ``lo``/``hi`` bound them all. ``first``/``last``: the ``offset`` column's min and
+    max from the footer's statistics (None without them)."""
 
     index: int
     lo: int
     hi: int
     chunks: tuple[int, ...]
+    first: int | None = None
+    last: int | None = None
 
 
-def group_spans(md: pq.FileMetaData, size: int, where: str) -> tuple[GroupSpan, ...]:
-    """Each row group's span in a file of ``size`` bytes with footer ``md`` (invariant 3)."""
-    spans = []
-    for i in range(md.num_row_groups):
-        rg = md.row_group(i)
-        chunks: list[int] = []
-        for j in range(rg.num_columns):
-            col = rg.column(j)
-            start = col.data_page_offset
-            if col.has_dictionary_page and col.dictionary_page_offset is not None:
-                start = min(start, col.dictionary_page_offset)
-            length = col.total_compressed_size
-            if start < _MAGIC_SIZE or length < 0 or start + length > size:
+def file_size(fh: object, where: str) -> int:
+    """The size of the open file ``fh`` (StorageError if the file system fails)."""
+    try:
+        return int(fh.seek(0, 2))  # type: ignore[attr-defined]
+    except Exception as exc:  # noqa: BLE001 - every file-system failure is translated here
+        raise tier2_error(exc, "read a tier-2 file", url=where) from exc
+
+
+def read_footer(fh: object, size: int, where: str) -> bytes:
+    """The footer bytes of the open file ``fh`` of ``size`` bytes (``footer length | PAR1`` at
+    its end): CorruptDataError if they are not there, StorageError if reading fails."""
+    tail = _pread(fh, size - 8, 8, where) if size >= 12 else b""
+    n = int.from_bytes(tail[:4], "little") if len(tail) == 8 else -1
+    if tail[4:] != b"PAR1" or not 0 < n <= size - 12:
+        raise CorruptDataError(f"tier-2 file {where} does not end in a Parquet footer of its "
+                               f"{size} bytes: it was cut short, damaged or replaced")
+    return _pread(fh, size - 8 - n, n, where)
+
+
+def group_spans(footer: bytes, groups: int, columns: int, size: int,
+                where: str) -> tuple[GroupSpan, ...]:
+    """Each row group's span in a file of ``size`` bytes whose footer is ``footer`` (pyarrow
+    counted ``groups`` row groups of ``columns`` columns in it), parsed in C without trusting
+    it (invariant 3): chunks inside the file, in order, not overlapping, in groups that do not
+    overlap either; else CorruptDataError. pyarrow's own accessors of a column chunk's metadata
+    abort the process on some damaged footers, so they are not used."""
+    cap = max(groups, 1)
+    out = ffi.new("pe_parquet_group[]", cap)
+    flat = ffi.new("uint64_t[]", cap * columns * 2)
+    n = ffi.new("uint32_t *")
+    status = lib.pe_parquet_footer_groups(footer, len(footer), columns, out, cap, flat, n)
+    if status == lib.PE_ERR_CORRUPT or (status == lib.PE_OK and n[0] != groups):
+        raise CorruptDataError(f"tier-2 file {where}: its footer's row groups do not parse as "
+                               "this layout's (a column chunk missing, extra or damaged): it is damaged")
+    check(status, f"read the footer of tier-2 file {where}")
+    spans, prev_end, limit = [], _MAGIC_SIZE, size - 8 - len(footer)
+    for i in range(groups):
+        chunks = tuple(flat[2 * columns * i:2 * columns * (i + 1)])
+        starts, lens = chunks[0::2], chunks[1::2]
+        for j, (start, length) in enumerate(zip(starts, lens)):
+            if start < prev_end or start + length > limit:
                 raise CorruptDataError(
                     f"tier-2 file {where}: its footer puts column {j} of row group {i} at bytes "
-                    f"[{start}, {start + length}), outside the file's {size} bytes: it is damaged")
-            chunks += (start, length)
-        starts, ends = chunks[0::2], [s + n for s, n in zip(chunks[0::2], chunks[1::2])]
-        if any(starts[k] < ends[k - 1] for k in range(1, len(starts))):
-            raise CorruptDataError(f"tier-2 file {where}: its footer has column chunks of row "
-                                   f"group {i} out of order or overlapping: it is damaged")
-        lo, hi = (starts[0], ends[-1]) if starts else (_MAGIC_SIZE, _MAGIC_SIZE)
-        spans.append(GroupSpan(i, lo, hi, tuple(chunks)))
+                    f"[{start}, {start + length}), outside the file's {size} bytes, before the "
+                    "chunk it follows or over it: it is damaged")
+            prev_end = start + length
+        g = out[i]
+        first, last = (int(g.first), int(g.last)) if g.has_stats else (None, None)
+        spans.append(GroupSpan(i, starts[0], prev_end, chunks, first, last))
     return tuple(spans)
 
 
@@ -105,7 +137,11 @@ def read_group(fh: object, md: pq.FileMetaData, span: GroupSpan, where: str,
         raise tier2_error(OSError(err, f"reading bytes {span.lo}..{span.hi}"),
                           "read a tier-2 file", url=where)
     check(status, f"check the pages of tier-2 file {where}")
-    return pq.ParquetFile(pa.BufferReader(buf), metadata=md).read_row_group(span.index)
+    # pyarrow sees the buffer up to the span's end only: nothing it reads (a chunk, or the
+    # padding it adds after chunks of some old writers, refused by the footer check) lies
+    # past what was read and checked
+    view = buf if buf.size == span.hi else buf.slice(0, span.hi)
+    return pq.ParquetFile(pa.BufferReader(view), metadata=md).read_row_group(span.index)
 
 
 def _fileno(fh: object) -> int | None:
@@ -116,6 +152,13 @@ def _fileno(fh: object) -> int | None:
         except (OSError, ValueError):
             return None
     return None
+
+
+def _pread(fh: object, pos: int, n: int, where: str) -> bytes:
+    """``n`` bytes at ``pos`` of a file-like object (StorageError if reading fails)."""
+    buf = bytearray(n)
+    _read_into(fh, memoryview(buf), pos, where)
+    return bytes(buf)
 
 
 def _read_into(fh: object, view: memoryview, pos: int, where: str) -> None:

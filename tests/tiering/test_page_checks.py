@@ -44,6 +44,12 @@ def random_rows(n: int = N) -> SegmentRows:
                                   [T0 + i for i in range(n)], n * step)
 
 
+def spans_of(data: bytes) -> tuple:
+    md = pq.ParquetFile(pa.BufferReader(data)).metadata
+    n = int.from_bytes(data[-8:-4], "little")
+    return group_spans(data[-8 - n:-8], md.num_row_groups, md.num_columns, len(data), "x")
+
+
 def file_bytes(target: Tier2Target, rel: str) -> bytes:
     with target.open_read(rel) as fh:
         return bytes(fh.read())
@@ -122,7 +128,7 @@ def test_a_failing_read_is_a_storage_error(tmp_path):
     rel = file_rel("iot", "s", f)
     fh = target.open_read(rel)
     md = pq.ParquetFile(fh).metadata
-    spans = group_spans(md, f.size, "x")
+    spans = spans_of(file_bytes(target, rel))
     folder = os.open(str(tmp_path), os.O_RDONLY)
     try:
         os.dup2(folder, fh.fileno())  # the handle now reads a folder: pread fails (EISDIR)
@@ -139,9 +145,8 @@ def test_a_footer_placing_chunks_outside_the_file_is_corrupt_data(tmp_path):
     data = file_bytes(target, file_rel("iot", "s", f))
     n = int.from_bytes(data[-8:-4], "little")
     moved = encode(join_footers([decode(data[-8 - n:-8])], [len(data) * 2]))
-    md = pq.ParquetFile(pa.BufferReader(MAGIC + moved + len(moved).to_bytes(4, "little") + MAGIC)).metadata
     with pytest.raises(CorruptDataError, match="outside the file"):
-        group_spans(md, len(data), "x")
+        group_spans(moved, 1, 4, len(data), "x")
 
 
 # ---------------------------------------------------------------------------- the C walk
@@ -160,8 +165,7 @@ def small_file(checksums: bool = True) -> tuple[bytes, list[int]]:
                    data_page_size=4096, row_group_size=1000, use_dictionary=["k"],
                    write_batch_size=64)
     data = sink.getvalue().to_pybytes()
-    md = pq.ParquetFile(pa.BufferReader(data)).metadata
-    chunks = [c for s in group_spans(md, len(data), "x") for c in s.chunks]
+    chunks = [c for s in spans_of(data) for c in s.chunks]
     return data, chunks
 
 
@@ -251,8 +255,7 @@ def test_reading_checks_pages_whose_header_straddles_a_read_block(tmp_path):
     pq.write_table(table, path, compression="zstd", write_page_checksum=True, use_dictionary=False,
                    data_page_size=4096, write_batch_size=64)
     data = path.read_bytes()
-    md = pq.ParquetFile(path).metadata
-    (span,) = group_spans(md, len(data), "x")
+    (span,) = spans_of(data)
     k_start, k_len, v_start, v_len = span.chunks
     block = lib.PE_PARQUET_READ_BLOCK
     assert k_len > 64 * 1024 and v_len > block  # the v chunk starts late enough to move lo
@@ -272,3 +275,55 @@ def test_reading_checks_pages_whose_header_straddles_a_read_block(tmp_path):
             span.hi, ffi.new("uint64_t[]", [v_start, v_len]), 1, pages, bad)
     assert status == lib.PE_OK and pages[0] == len(headers)
     assert buf.to_pybytes()[lo:] == data[lo:span.hi]
+
+
+# ------------------------------------------------------------------ damaged footers
+def _rewrite_footer(target: Tier2Target, rel: str, edit) -> None:
+    data = file_bytes(target, rel)
+    n = int.from_bytes(data[-8:-4], "little")
+    footer = decode(data[-8 - n:-8])
+    edit(footer)
+    raw = encode(footer)
+    replace_bytes(target, rel, data[:-8 - n] + raw + len(raw).to_bytes(4, "little") + MAGIC)
+
+
+def _columns(footer, group=0):
+    return footer.get(4).value.items[group].get(1).value.items
+
+
+@pytest.mark.parametrize("edit", [
+    lambda ft: _columns(ft).append(_columns(ft)[3]),  # a column chunk more than the schema has
+    lambda ft: _columns(ft).pop(),  # one fewer
+    lambda ft: _columns(ft).__setitem__(slice(1, 3), [_columns(ft)[2], _columns(ft)[1]]),  # swapped
+    lambda ft: _columns(ft, 1).__setitem__(0, _columns(ft, 0)[0]),  # two groups over the same bytes
+    lambda ft: ft.get(6).__setattr__("value", b"parquet-mr version 1.2.8"),  # an old writer's
+], ids=["extra", "fewer", "swapped", "overlapping-groups", "old-writer"])
+def test_a_damaged_footer_is_corrupt_data_not_a_crash(target, edit):
+    """pyarrow's accessors of a column chunk's metadata abort the interpreter on some of these;
+    the spans come from the footer parsed in C instead."""
+    rows = random_rows(600)
+    rows = SegmentRows(rows.first, rows.end, (g for t in rows.groups for g in (t.slice(0, 300), t.slice(300))))
+    f = write_segment_file(target, "iot", "s", 0, rows)
+    rel = file_rel("iot", "s", f)
+    _rewrite_footer(target, rel, edit)
+    with pytest.raises(CorruptDataError):
+        read_segment_file(target, "iot", "s", f)
+    with pytest.raises(CorruptDataError):
+        OpenedFile(target, "iot", "s", f).group_at(f.first)
+
+
+def test_a_page_header_longer_than_the_cap_is_refused_without_rereading_it(tmp_path):
+    """A header that never ends (a list of 3 Mi i32) is damage at PE_PARQUET_MAX_HEADER, read
+    block by block once, not parsed again for every block of it."""
+    n = 3 << 20
+    header = bytes([0x19, 0xF5]) + bytes([0x80 | (n & 0x7F), 0x80 | ((n >> 7) & 0x7F), n >> 14]) + bytes(n)
+    path = tmp_path / "long"
+    path.write_bytes(header)
+    buf = pa.allocate_buffer(len(header))
+    pages, bad = ffi.new("uint32_t *"), ffi.new("uint64_t *")
+    chunks = ffi.new("uint64_t[]", [0, len(header)])
+    with open(path, "rb") as fh:
+        status = lib.pe_parquet_read_pages(fh.fileno(), ffi.from_buffer("uint8_t[]", buf, require_writable=True),
+                                           len(header), 0, len(header), chunks, 1, pages, bad)
+    assert status == lib.PE_ERR_CORRUPT and bad[0] == 0
+    assert check(header, [0, len(header)])[0] == lib.PE_ERR_CORRUPT

@@ -24,7 +24,7 @@ from pravega_embedded.tiering.layout import (file_name, manifest_dir, manifest_n
                                              stage_name)
 from pravega_embedded.tiering.manifest import (Manifest, SegmentNode, TieredFile, latest_manifest,
                                                publish_manifest)
-from pravega_embedded.tiering.parquetfile import (SegmentRows, _groups, file_rel, read_segment_file,
+from pravega_embedded.tiering.parquetfile import (SegmentRows, _groups, _spans, file_rel, read_segment_file,
                                                   write_segment_file)
 from pravega_embedded.tiering.target import Tier2Target
 
@@ -336,11 +336,15 @@ def test_offset_range_reads_touch_only_their_row_groups(tmp_path):
     import pyarrow.parquet as pq
     t = Tier2Target(str(tmp_path / "t2"))
     f = write_segment_file(t, "iot", "s", 0, rows(300_000, step=1))
-    pf = pq.ParquetFile(f"{t.root}/{file_rel('iot', 's', f)}")
+    path = f"{t.root}/{file_rel('iot', 's', f)}"
+    pf = pq.ParquetFile(path)
     assert pf.metadata.num_row_groups == 3  # 128 Ki rows each
-    assert _groups(pf, 140_000, 140_010) == [1]
-    assert _groups(pf, 0, None) == [0, 1, 2]
-    assert _groups(pf, 299_999, None) == [2]
+    with open(path, "rb") as fh:
+        spans = _spans(fh, pf.metadata, path)
+    assert [(s.first, s.last) for s in spans] == [(0, 131_071), (131_072, 262_143), (262_144, 299_999)]
+    assert _groups(spans, 140_000, 140_010) == [1]
+    assert _groups(spans, 0, None) == [0, 1, 2]
+    assert _groups(spans, 299_999, None) == [2]
 
 
 def test_reads_of_several_row_groups_read_them_side_by_side_in_order(target, monkeypatch):
