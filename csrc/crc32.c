@@ -26,7 +26,7 @@
 #include <string.h>
 #include <pthread.h>
 
-#include "pe.h"
+#include "internal.h" /* pe.h, the slicing-by-8 tables and loop */
 
 #define CRC32_POLY 0xEDB88320u
 
@@ -36,53 +36,13 @@ static int crc_have_clmul;
 
 static void crc_init(void)
 {
-    for (uint32_t n = 0; n < 256; n++) {
-        uint32_t c = n;
-        for (int k = 0; k < 8; k++)
-            c = (c & 1u) ? (c >> 1) ^ CRC32_POLY : c >> 1;
-        crc_table[0][n] = c;
-    }
-    for (uint32_t n = 0; n < 256; n++) {
-        uint32_t c = crc_table[0][n];
-        for (int t = 1; t < 8; t++) {
-            c = crc_table[0][c & 0xFFu] ^ (c >> 8);
-            crc_table[t][n] = c;
-        }
-    }
+    pe_crc_tables(crc_table, CRC32_POLY);
 #if defined(__x86_64__)
     __builtin_cpu_init();
     crc_have_clmul = (__builtin_cpu_supports("pclmul") && __builtin_cpu_supports("sse4.1")) ? 1 : 0;
 #else
     crc_have_clmul = 0;
 #endif
-}
-
-/* Software path: slicing-by-8. `crc` is the inverted running value. */
-static uint32_t crc32_sw(uint32_t crc, const unsigned char *p, size_t len)
-{
-    while (len > 0 && ((uintptr_t)p & 7u) != 0) {
-        crc = crc_table[0][(crc ^ *p++) & 0xFFu] ^ (crc >> 8);
-        len--;
-    }
-    while (len >= 8) {
-        uint64_t v;
-        memcpy(&v, p, 8);
-#if defined(__BYTE_ORDER__) && __BYTE_ORDER__ == __ORDER_BIG_ENDIAN__
-        v = __builtin_bswap64(v);
-#endif
-        v ^= (uint64_t)crc;
-        crc = crc_table[7][v & 0xFF] ^ crc_table[6][(v >> 8) & 0xFF] ^
-              crc_table[5][(v >> 16) & 0xFF] ^ crc_table[4][(v >> 24) & 0xFF] ^
-              crc_table[3][(v >> 32) & 0xFF] ^ crc_table[2][(v >> 40) & 0xFF] ^
-              crc_table[1][(v >> 48) & 0xFF] ^ crc_table[0][(v >> 56) & 0xFF];
-        p += 8;
-        len -= 8;
-    }
-    while (len > 0) {
-        crc = crc_table[0][(crc ^ *p++) & 0xFFu] ^ (crc >> 8);
-        len--;
-    }
-    return crc;
 }
 
 #if defined(__x86_64__)
@@ -155,7 +115,7 @@ uint32_t pe_crc32_update(uint32_t seed, const void *data, size_t len)
         len -= bulk;
     }
 #endif
-    return ~crc32_sw(crc, p, len);
+    return ~pe_crc_slice8(crc_table, crc, p, len);
 }
 
 int pe_crc32(const void *data, size_t len, uint32_t seed, uint32_t *out_crc)

@@ -20,7 +20,7 @@
 #include <string.h>
 #include <pthread.h>
 
-#include "pe.h"
+#include "internal.h" /* pe.h, the slicing-by-8 tables and loop */
 
 #define CRC32C_POLY 0x82F63B78u
 
@@ -73,31 +73,9 @@ static uint32_t x2nmodp(uint64_t n, unsigned k)
 #define CRC_BLOCK 4096
 static uint32_t crc_k1, crc_k2;
 
-static uint64_t load_u64le(const unsigned char *p)
-{
-    uint64_t v;
-    memcpy(&v, p, 8);
-#if defined(__BYTE_ORDER__) && __BYTE_ORDER__ == __ORDER_BIG_ENDIAN__
-    v = __builtin_bswap64(v);
-#endif
-    return v;
-}
-
 static void crc_init(void)
 {
-    for (uint32_t n = 0; n < 256; n++) {
-        uint32_t c = n;
-        for (int k = 0; k < 8; k++)
-            c = (c & 1u) ? (c >> 1) ^ CRC32C_POLY : c >> 1;
-        crc_table[0][n] = c;
-    }
-    for (uint32_t n = 0; n < 256; n++) {
-        uint32_t c = crc_table[0][n];
-        for (int t = 1; t < 8; t++) {
-            c = crc_table[0][c & 0xFFu] ^ (c >> 8);
-            crc_table[t][n] = c;
-        }
-    }
+    pe_crc_tables(crc_table, CRC32C_POLY);
     x2n_init();
     crc_k1 = x2nmodp(CRC_BLOCK, 3);
     crc_k2 = x2nmodp(2 * CRC_BLOCK, 3);
@@ -107,29 +85,6 @@ static void crc_init(void)
 #else
     crc_have_hw = 0;
 #endif
-}
-
-/* Software path: slicing-by-8. `crc` is the inverted running value. */
-static uint32_t crc32c_sw(uint32_t crc, const unsigned char *p, size_t len)
-{
-    while (len > 0 && ((uintptr_t)p & 7u) != 0) {
-        crc = crc_table[0][(crc ^ *p++) & 0xFFu] ^ (crc >> 8);
-        len--;
-    }
-    while (len >= 8) {
-        uint64_t v = load_u64le(p) ^ (uint64_t)crc;
-        crc = crc_table[7][v & 0xFF] ^ crc_table[6][(v >> 8) & 0xFF] ^
-              crc_table[5][(v >> 16) & 0xFF] ^ crc_table[4][(v >> 24) & 0xFF] ^
-              crc_table[3][(v >> 32) & 0xFF] ^ crc_table[2][(v >> 40) & 0xFF] ^
-              crc_table[1][(v >> 48) & 0xFF] ^ crc_table[0][(v >> 56) & 0xFF];
-        p += 8;
-        len -= 8;
-    }
-    while (len > 0) {
-        crc = crc_table[0][(crc ^ *p++) & 0xFFu] ^ (crc >> 8);
-        len--;
-    }
-    return crc;
 }
 
 #if defined(__x86_64__)
@@ -190,7 +145,7 @@ int pe_crc32c(const void *data, size_t len, uint32_t seed, uint32_t *out_crc)
         crc = crc32c_hw(crc, p, len);
     else
 #endif
-        crc = crc32c_sw(crc, p, len);
+        crc = pe_crc_slice8(crc_table, crc, p, len);
     *out_crc = ~crc;
     return PE_OK;
 }
@@ -245,5 +200,5 @@ uint32_t pe_crc32c_copy(void *dst, const void *src, size_t len, uint32_t seed)
         return ~copy_hw(~seed, (unsigned char *)dst, (const unsigned char *)src, len);
 #endif
     memcpy(dst, src, len);
-    return ~crc32c_sw(~seed, (const unsigned char *)dst, len);
+    return ~pe_crc_slice8(crc_table, ~seed, (const unsigned char *)dst, len);
 }

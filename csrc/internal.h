@@ -5,6 +5,7 @@
 
 #include <stddef.h>
 #include <stdint.h>
+#include <string.h>
 
 #include "pe.h"
 
@@ -78,6 +79,53 @@ static inline uint32_t crc_cat(uint32_t crc_a, uint32_t crc_b, uint64_t len_b)
 /* Copies len bytes from src to dst and returns the CRC32C of them continued from seed, in one
  * pass over the data (crc32c.c). */
 uint32_t pe_crc32c_copy(void *dst, const void *src, size_t len, uint32_t seed);
+
+/* The eight 256-entry tables of slicing-by-8 for the reflected polynomial `poly` (the
+ * software CRCs of crc32c.c and crc32.c). */
+static inline void pe_crc_tables(uint32_t table[8][256], uint32_t poly)
+{
+    for (uint32_t n = 0; n < 256; n++) {
+        uint32_t c = n;
+        for (int k = 0; k < 8; k++)
+            c = (c & 1u) ? (c >> 1) ^ poly : c >> 1;
+        table[0][n] = c;
+    }
+    for (uint32_t n = 0; n < 256; n++) {
+        uint32_t c = table[0][n];
+        for (int t = 1; t < 8; t++) {
+            c = table[0][c & 0xFFu] ^ (c >> 8);
+            table[t][n] = c;
+        }
+    }
+}
+
+/* Slicing-by-8 over `table` (pe_crc_tables): `crc` is the inverted running value. */
+static inline uint32_t pe_crc_slice8(const uint32_t table[8][256], uint32_t crc,
+                                     const unsigned char *p, size_t len)
+{
+    while (len > 0 && ((uintptr_t)p & 7u) != 0) {
+        crc = table[0][(crc ^ *p++) & 0xFFu] ^ (crc >> 8);
+        len--;
+    }
+    while (len >= 8) {
+        uint64_t v;
+        memcpy(&v, p, 8);
+#if defined(__BYTE_ORDER__) && __BYTE_ORDER__ == __ORDER_BIG_ENDIAN__
+        v = __builtin_bswap64(v);
+#endif
+        v ^= (uint64_t)crc;
+        crc = table[7][v & 0xFF] ^ table[6][(v >> 8) & 0xFF] ^ table[5][(v >> 16) & 0xFF] ^
+              table[4][(v >> 24) & 0xFF] ^ table[3][(v >> 32) & 0xFF] ^
+              table[2][(v >> 40) & 0xFF] ^ table[1][(v >> 48) & 0xFF] ^ table[0][(v >> 56) & 0xFF];
+        p += 8;
+        len -= 8;
+    }
+    while (len > 0) {
+        crc = table[0][(crc ^ *p++) & 0xFFu] ^ (crc >> 8);
+        len--;
+    }
+    return crc;
+}
 
 /* zlib's crc32 continuing from `seed` (0 to start), as pe_crc32 (crc32.c). */
 uint32_t pe_crc32_update(uint32_t seed, const void *data, size_t len);
