@@ -7,8 +7,8 @@ call ``register(spark)`` once the session exists. Then::
          .option("stream", "sensors").load()
 
 reads a stream of a store directory (live, in any process: Spark's Python workers connect to
-the process that has the store open) or of a tier-2 URL, between two StreamCuts, one Spark
-partition per segment range (docs/spark.md).
+the process that has the store open) or of a tier-2 URL, between two StreamCuts, as about one
+Spark partition per core of the session (``partitioning``; docs/spark.md).
 """
 
 from __future__ import annotations
@@ -35,7 +35,23 @@ def register(spark: "object | None" = None) -> None:
         raise InvalidConfigurationError("no active SparkSession: create one, then call "
                                         "pravega_embedded.spark.register(spark)")
     on = str(session.conf.get(PUSHDOWN_CONF, "false")).strip().lower() == "true"  # type: ignore[attr-defined]
-    session.dataSource.register(PravegaPushdownSource if on else PravegaDataSource)  # type: ignore[attr-defined]
+    base = PravegaPushdownSource if on else PravegaDataSource
+    # a subclass made here is pickled to Spark's Python workers by value (cloudpickle), with
+    # the session's parallelism that plans its reads (partitioning)
+    source = type(base.__name__, (base,), {"parallelism": _parallelism(session),
+                                            "__module__": base.__module__,
+                                            "__qualname__": f"{base.__qualname__}.registered"})
+    session.dataSource.register(source)  # type: ignore[attr-defined]
+
+
+def _parallelism(session: object) -> int | None:
+    """The session's default parallelism (its cores: ``local[2]`` gives 2), None where a
+    session does not say (Spark Connect: the planner then takes its own CPUs)."""
+    try:
+        return max(1, int(session.sparkContext.defaultParallelism))  # type: ignore[attr-defined]
+    except Exception:  # noqa: BLE001 - Spark Connect has no SparkContext: no number here
+        raw = str(session.conf.get("spark.default.parallelism", "") or "")  # type: ignore[attr-defined]
+        return int(raw) if raw.strip().isdigit() and int(raw) > 0 else None
 
 
 def _register_active() -> None:

@@ -46,6 +46,7 @@ from ..errors import (ConnectionLostError, InvalidConfigurationError, PravegaEmb
 from ..tiering.tier2store import Tier2Store, open_tier2
 from ..timelookup import iso_utc
 from .options import ReadOptions
+from .partitioning import Planned, default_parallelism, pack, partition_count, piece_bytes
 from .pushdown import NO_BOUNDS, Bounds
 
 if TYPE_CHECKING:
@@ -53,7 +54,8 @@ if TYPE_CHECKING:
     from ..store import Store
     from ..tiering.manifest import Manifest
 
-__all__ = ["SPARK_SCHEMA", "ARROW_SCHEMA", "Planned", "plan_ranges", "route", "read_range", "open_source",
+__all__ = ["SPARK_SCHEMA", "ARROW_SCHEMA", "Planned", "plan_partitions", "plan_ranges", "route", "read_range",
+           "open_source",
            "Handovers", "HANDOVER_TIMEOUT"]
 
 LOG = logging.getLogger("pravega_embedded.spark")
@@ -67,15 +69,6 @@ ARROW_SCHEMA = pa.schema([
 ])
 HANDOVER_TIMEOUT = 120.0  # seconds of lost owners with no progress before a call gives up
 _FRAME_HEADER = 6  # an event's bytes in its segment: header + key + payload
-
-
-@dataclass(frozen=True, slots=True)
-class Planned:
-    """A planned partition: a segment range, and the tier-2 URL to read it from (None: read it
-    from what ``path`` names)."""
-
-    range: SegmentRange
-    tier2: str | None = None
 
 
 @contextmanager
@@ -107,11 +100,25 @@ def open_source(opts: ReadOptions, *, create: bool = False) -> "Iterator[Store |
         store.close()
 
 
-def plan_ranges(opts: ReadOptions, bounds: Bounds = NO_BOUNDS) -> list[Planned]:
-    """The read's ranges between its cuts (or the cuts at its timestamps), split so there are
-    at least ``min_partitions`` where the data allows (ranges split at event boundaries; a
-    tier-2 range at its files' boundaries), less what ``bounds`` prunes; a live store's
-    ranges that its tier 2 holds are read from there (invariant 5)."""
+def plan_partitions(opts: ReadOptions, bounds: Bounds = NO_BOUNDS,
+                    parallelism: int | None = None) -> list[tuple[Planned, ...]]:
+    """The read's partitions: ``plan_ranges``'s pieces packed into ``min_partitions`` (else
+    ``parallelism``, else this process's CPUs) runs of about equal bytes, more where a run
+    would exceed ``max_partition_bytes`` (``partitioning``)."""
+    pieces, k = _plan(opts, bounds, parallelism)
+    return pack(pieces, k)
+
+
+def plan_ranges(opts: ReadOptions, bounds: Bounds = NO_BOUNDS,
+                parallelism: int | None = None) -> list[Planned]:
+    """The read's ranges between its cuts (or the cuts at its timestamps), less what
+    ``bounds`` prunes, split into pieces of about a quarter of a partition (at event
+    boundaries; a tier-2 range at its files' and row groups' boundaries) in the read's order;
+    a live store's ranges that its tier 2 holds are read from there (invariant 5)."""
+    return _plan(opts, bounds, parallelism)[0]
+
+
+def _plan(opts: ReadOptions, bounds: Bounds, parallelism: int | None) -> tuple[list[Planned], int]:
     with open_source(opts) as src:
         start, end = opts.start, opts.end
         if opts.start_ns is not None:  # starting_timestamp / ending_timestamp: cuts at those times
@@ -119,18 +126,20 @@ def plan_ranges(opts: ReadOptions, bounds: Bounds = NO_BOUNDS) -> list[Planned]:
         if opts.end_ns is not None:
             end = src.get_stream_cut_at(opts.scope, opts.stream, iso_utc(opts.end_ns))
         ranges = src.get_segments(opts.scope, opts.stream, start, end)
-        if opts.min_partitions > len(ranges):
-            total = sum(r.nbytes for r in ranges)
-            if total:
-                ranges = src.get_segments(opts.scope, opts.stream, start, end,
-                                          max_bytes=max(1, -(-total // opts.min_partitions)))
+        total = sum(r.nbytes for r in ranges)
+        k = partition_count(total, opts.min_partitions or parallelism or default_parallelism(),
+                            opts.max_partition_bytes)
+        if total and any(r.nbytes > piece_bytes(total, k) for r in ranges):
+            # one snapshot (invariant 2): the pieces are all of this second call's
+            ranges = src.get_segments(opts.scope, opts.stream, start, end,
+                                      max_bytes=piece_bytes(total, k))
         ranges = bounds.prune(ranges)
-        if isinstance(src, Tier2Store):
-            if not bounds.write_time.bounded:
-                return [Planned(r) for r in ranges]
-            m = src.manifest(opts.scope, opts.stream)  # a trim since get_segments: ranges kept
-            return [Planned(p) for r in ranges for p in _files_kept(m, r, bounds)]  # whole
-        return route(opts, src, ranges, bounds)
+        if not isinstance(src, Tier2Store):
+            return route(opts, src, ranges, bounds), k
+        if not bounds.write_time.bounded:
+            return [Planned(r) for r in ranges], k
+        m = src.manifest(opts.scope, opts.stream)  # a trim since get_segments: ranges kept
+        return [Planned(p) for r in ranges for p in _files_kept(m, r, bounds)], k  # whole
 
 
 def route(opts: ReadOptions, src: "Store | RemoteStore", ranges: list[SegmentRange],

@@ -43,9 +43,10 @@ from ..errors import InvalidConfigurationError, TruncatedDataError
 from ..streamcut import StreamCut, format_segment_id, segment_id
 from ..tiering.tier2store import Tier2Store
 from ..timelookup import iso_utc
-from .batchread import open_source, read_range, route
+from .batchread import open_source, route
 from .options import StreamOptions
-from .source import partitions_of
+from .partitioning import default_parallelism, pack
+from .source import partitions_of, read_partition
 
 if TYPE_CHECKING:
     from ..remote.client import RemoteStore
@@ -85,8 +86,9 @@ def cut_of(offset: dict, scope: str, stream: str) -> StreamCut:
 class PravegaStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
     """A micro-batch read of one stream (docs/spark.md)."""
 
-    def __init__(self, opts: StreamOptions) -> None:
+    def __init__(self, opts: StreamOptions, parallelism: int | None = None) -> None:
         self.opts = opts
+        self.parallelism = parallelism  # a batch's ranges are packed into this many tasks
         self._target: StreamCut | None = None  # AvailableNow's end (invariant 3)
         self._last_batch = time.monotonic()  # when the last batch was planned (invariant 5)
 
@@ -179,13 +181,11 @@ class PravegaStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
                 b2 = store.skip_truncated(o.scope, o.stream, b).cut  # passed too: none of it is left
                 return store.get_segments(o.scope, o.stream, a, b2)
 
-            return partitions_of(route(o.read, store, self._past_loss(store, a, "partitions", ranges)[1]))
+            planned = route(o.read, store, self._past_loss(store, a, "partitions", ranges)[1])
+        return partitions_of(pack(planned, self.parallelism or default_parallelism()))
 
     def read(self, partition: InputPartition) -> Iterator[pa.RecordBatch]:
-        if partition.value is None:
-            return iter(())
-        return read_range(self.opts.read, SegmentRange.from_json(partition.value),
-                          tier2=getattr(partition, "tier2", None))
+        return read_partition(self.opts.read, partition)
 
     def commit(self, end: dict) -> None:
         """Nothing to release: the store keeps what the stream's retention keeps."""

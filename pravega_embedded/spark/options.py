@@ -28,13 +28,13 @@ from ..timelookup import timestamp_ns
 
 __all__ = ["ReadOptions", "StreamOptions", "WriteOptions", "parse_read_options",
            "parse_stream_options", "parse_write_options", "READ_OPTIONS", "STREAM_OPTIONS",
-           "WRITE_OPTIONS", "DEFAULT_MAX_BYTES_PER_TRIGGER", "DEFAULT_TXN_LEASE",
+           "WRITE_OPTIONS", "DEFAULT_MAX_BYTES_PER_TRIGGER", "DEFAULT_MAX_PARTITION_BYTES", "DEFAULT_TXN_LEASE",
            "DEFAULT_MAX_TRIGGER_DELAY", "parse_size", "parse_duration"]
 
 READ_OPTIONS = frozenset({
     "path", "scope", "stream", "start_stream_cut", "end_stream_cut", "starting_timestamp",
-    "ending_timestamp", "min_partitions", "storage_options", "tier2", "tier2_options",
-    "filter_pushdown",
+    "ending_timestamp", "min_partitions", "max_partition_bytes", "storage_options", "tier2",
+    "tier2_options", "filter_pushdown",
 })
 STREAM_OPTIONS = frozenset({
     "path", "scope", "stream", "start_stream_cut", "starting_timestamp", "max_events_per_trigger",
@@ -46,6 +46,7 @@ WRITE_OPTIONS = frozenset({
     "checkpointlocation",  # Spark's own, passed on to every streaming sink
 })
 DEFAULT_MAX_BYTES_PER_TRIGGER = 128 << 20  # every micro-batch is bounded, the first too
+DEFAULT_MAX_PARTITION_BYTES = 128 << 20  # Spark's spark.sql.files.maxPartitionBytes
 DEFAULT_TXN_LEASE = 3600.0  # a task's transaction waits this long for the driver's commit
 DEFAULT_MAX_TRIGGER_DELAY = 900.0  # min_events_per_trigger waits at most this long (Kafka's 15m)
 MIN_TXN_LEASE = 10.0
@@ -66,7 +67,8 @@ class ReadOptions:
     end: StreamCut | None = None
     start_ns: int | None = None  # starting_timestamp: the cut at that time is the start
     end_ns: int | None = None  # ending_timestamp: the cut at that time is the end
-    min_partitions: int = 1
+    min_partitions: int | None = None  # None: the session's parallelism (``register``)
+    max_partition_bytes: int = DEFAULT_MAX_PARTITION_BYTES
     storage_options: dict[str, object] = field(default_factory=dict)  # a tier-2 URL's fsspec options
     tier2: str | bool | None = None  # pe.open's tier2, should a worker be the first to open the store
     tier2_options: dict[str, object] = field(default_factory=dict)
@@ -171,7 +173,7 @@ def _json_map(opts: Mapping[str, str], name: str) -> dict[str, object]:
     return value
 
 
-def _positive_int(opts: Mapping[str, str], name: str, default: int) -> int:
+def _positive_int(opts: Mapping[str, str], name: str, default: int | None) -> int | None:
     raw = opts.get(name)
     if raw is None:
         return default
@@ -244,7 +246,9 @@ def parse_read_options(opts: Mapping[str, str]) -> ReadOptions:
         start=_cut(low, "start_stream_cut", "earliest", scope, stream),
         end=_cut(low, "end_stream_cut", "latest", scope, stream),
         start_ns=start_ns, end_ns=end_ns,
-        min_partitions=_positive_int(low, "min_partitions", 1),
+        min_partitions=_positive_int(low, "min_partitions", None),
+        max_partition_bytes=(DEFAULT_MAX_PARTITION_BYTES if low.get("max_partition_bytes") is None
+                             else parse_size(low["max_partition_bytes"], "max_partition_bytes")),
         storage_options=_json_map(low, "storage_options"),
         tier2=_tier2(low.get("tier2")),
         tier2_options=_json_map(low, "tier2_options"),

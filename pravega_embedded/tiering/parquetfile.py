@@ -54,7 +54,7 @@ _READERS = max(2, min(4, os.cpu_count() or 1))  # row groups of one read decoded
 _ENCODERS = max(2, min(4, os.cpu_count() or 1))  # row groups of one write encoded at once
 
 __all__ = ["SegmentRows", "rows_table", "split_groups", "write_segment_file", "read_segment_file",
-           "as_slice_table",
+           "iter_segment_file", "group_starts", "as_slice_table",
            "verify_segment_file", "file_rel", "OpenedFile"]
 
 
@@ -264,32 +264,86 @@ def as_slice_table(table: pa.Table, segment_id: int, timed: bool) -> pa.Table:
 def read_segment_file(target: Tier2Target, scope: str, stream: str, f: TieredFile,
                       start: int = 0, end: int | None = None) -> pa.Table:
     """The events of ``f`` with ``start <= offset < end`` (invariant 2), in ``SCHEMA``, each
-    page's checksum checked (``rowgroups.read_group``)."""
+    page's checksum checked (``rowgroups.read_group``); several row groups are decoded side by
+    side (``_read_parallel``)."""
     rel = file_rel(scope, stream, f)
     where = target.where(rel)
     with _opened(target, rel) as fh:
-        try:
-            pf = pq.ParquetFile(fh)
-            _check(pf, f, scope, stream, where)
-            md = pf.metadata
-            spans = _spans(fh, md, where)
-            groups = _groups(spans, start, end)
-            if len(groups) > 1:
-                table = _read_parallel(target, rel, md, [spans[i] for i in groups])
+        with _translated(where, "read a tier-2 file"):
+            md, spans = _footer(fh, f, scope, stream, where)
+            chosen = [spans[i] for i in _groups(spans, start, end)]
+            if len(chosen) > 1:
+                table = _read_parallel(target, rel, md, chosen)
             else:
-                table = read_group(fh, md, spans[groups[0]], where) if groups else SCHEMA.empty_table()
-        except (PravegaEmbeddedError, MemoryError):
-            raise  # CorruptDataError, a StorageError of opening a handle (_opened), no memory
-        except Exception as exc:  # noqa: BLE001 - translated in one place
-            raise _parse_error(exc, where, "read a tier-2 file") from exc
+                table = read_group(fh, md, chosen[0], where) if chosen else SCHEMA.empty_table()
+    return _within(table, start <= f.first and (end is None or end >= f.end), start, end)
+
+
+def iter_segment_file(target: Tier2Target, scope: str, stream: str, f: TieredFile,
+                      start: int = 0, end: int | None = None) -> Iterator[pa.Table]:
+    """``read_segment_file``'s rows a row group at a time, in order, read and checked as the
+    consumer asks for them: one group in memory, and a consumer that works on each (Spark
+    sending it to the JVM) overlaps its work with the reads."""
+    rel = file_rel(scope, stream, f)
+    where = target.where(rel)
+    with _opened(target, rel) as fh:
+        with _translated(where, "read a tier-2 file"):
+            md, spans = _footer(fh, f, scope, stream, where)
+        for i in _groups(spans, start, end):
+            s = spans[i]
+            with _translated(where, "read a tier-2 file"):
+                table = read_group(fh, md, s, where)
+            whole = (s.first is not None and s.last is not None and s.first >= start
+                     and (end is None or s.last < end))
+            yield _within(table, whole, start, end)
+
+
+@contextmanager
+def _translated(where: str, what: str) -> Iterator[None]:
+    """pyarrow's and the file system's failures while reading an open file as the library's
+    errors (``_parse_error``); the library's own, and running out of memory, as they are."""
+    try:
+        yield
+    except (PravegaEmbeddedError, MemoryError):
+        raise  # CorruptDataError, a StorageError of opening a handle (_opened), no memory
+    except Exception as exc:  # noqa: BLE001 - translated in one place
+        raise _parse_error(exc, where, what) from exc
+
+
+def _footer(fh: Any, f: TieredFile, scope: str, stream: str,
+            where: str) -> tuple[pq.FileMetaData, tuple[GroupSpan, ...]]:
+    """The open file's footer, checked against ``f`` (``_check``), and its row groups' spans."""
+    pf = pq.ParquetFile(fh)
+    _check(pf, f, scope, stream, where)
+    md = pf.metadata
+    return md, _spans(fh, md, where)
+
+
+def _within(table: pa.Table, whole: bool, start: int, end: int | None) -> pa.Table:
+    """``table``'s rows with ``start <= offset < end`` (all of them when ``whole``)."""
     table = table.replace_schema_metadata(None)
-    if start > f.first or (end is not None and end < f.end):
-        offs = table.column("offset")
-        mask = pc.greater_equal(offs, start)
-        if end is not None:
-            mask = pc.and_(mask, pc.less(offs, end))
-        table = table.filter(mask)
-    return table
+    if whole:
+        return table
+    offs = table.column("offset")
+    mask = pc.greater_equal(offs, start)
+    if end is not None:
+        mask = pc.and_(mask, pc.less(offs, end))
+    return table.filter(mask)
+
+
+def group_starts(target: Tier2Target, scope: str, stream: str, f: TieredFile) -> tuple[int, ...]:
+    """The first offset of each row group of ``f`` after its first, from its footer (checked
+    against ``f``): where a range of the file may be split so each piece reads whole groups.
+    Empty for a file whose groups have no offset statistics."""
+    rel = file_rel(scope, stream, f)
+    where = target.where(rel)
+    with _opened(target, rel) as fh:
+        with _translated(where, "read a tier-2 file's footer"):
+            spans = _footer(fh, f, scope, stream, where)[1]
+    firsts = [s.first for s in spans]
+    if any(x is None for x in firsts):
+        return ()
+    return tuple(x for x in firsts[1:] if x is not None and f.first < x < f.end)
 
 
 class OpenedFile:

@@ -45,7 +45,7 @@ from ..streamcut import StreamCut, format_segment_id
 from ..timelookup import Timestamp, timestamp_ns
 from ..topology import check_cut, frontier
 from .manifest import Manifest, SegmentNode, latest_manifest
-from .parquetfile import as_slice_table, read_segment_file
+from .parquetfile import as_slice_table, group_starts, iter_segment_file, read_segment_file
 from .target import Tier2Target
 
 if TYPE_CHECKING:
@@ -150,14 +150,23 @@ class Tier2Slice:
 
     def to_arrow(self, *, write_time: bool = True) -> pa.Table:
         """A pyarrow Table with the store's slice columns (event, routing_key, segment_id,
-        offset) and, unless ``write_time=False``, ``write_time``."""
+        offset) and, unless ``write_time=False``, ``write_time`` (each file's row groups
+        decoded side by side)."""
         schema = _TIMED if write_time else SLICE_SCHEMA
-        return pa.Table.from_batches(list(self.arrow_batches(write_time=write_time)), schema=schema)
+        return pa.Table.from_batches([b for sid, t in self._tables()
+                                      for b in as_slice_table(t, sid, write_time).to_batches()],
+                                     schema=schema)
 
     def arrow_batches(self, *, write_time: bool = True) -> Iterator[pa.RecordBatch]:
-        """``to_arrow()``'s record batches, read a file (a slice of it) at a time."""
-        for sid, t in self._tables():
-            yield from as_slice_table(t, sid, write_time).to_batches()
+        """``to_arrow()``'s record batches, a row group read (and its pages checked) as the
+        consumer asks for the next: one group in memory at a time."""
+        m = self._m
+        for sid, lo, hi in self._ranges:
+            for f in m.files_of(sid):
+                if f.end <= lo or f.first >= hi:
+                    continue
+                for t in iter_segment_file(self._target, m.scope, m.stream, f, lo, hi):
+                    yield from as_slice_table(t, sid, write_time).to_batches()
 
     def to_pandas(self) -> "pandas.DataFrame":
         """A pandas DataFrame with the columns of ``to_arrow()`` and, after ``segment_id``, a
@@ -264,8 +273,9 @@ class Tier2Store:
     def get_segments(self, scope: str, stream: str, start: StreamCut | None = None,
                      end: StreamCut | None = None, *, max_bytes: int | None = None) -> list[SegmentRange]:
         """The tiered slice between two cuts as one SegmentRange per segment with events in it,
-        predecessors first (``Store.get_segments``); ``max_bytes`` splits a range at the
-        boundaries of its files (each file is one piece at most)."""
+        predecessors first (``Store.get_segments``); ``max_bytes`` splits ranges into pieces
+        of about that size at the boundaries of files and, within a file larger than that,
+        of its row groups (read from its footer), so each piece reads whole row groups."""
         if max_bytes is not None and (isinstance(max_bytes, bool) or not isinstance(max_bytes, int)
                                       or max_bytes <= 0):
             raise InvalidConfigurationError(f"max_bytes must be an int > 0 or None, got {max_bytes!r}")
@@ -277,10 +287,7 @@ class Tier2Store:
         out = []
         for r in ranges:
             lo = r.start
-            for f in m.files_of(r.segment_id):
-                stop = min(f.end, r.end)
-                if stop <= lo or f.first >= r.end:
-                    continue
+            for stop in self._boundaries(m, r, max_bytes):
                 if stop - lo >= max_bytes or stop == r.end:
                     out.append(SegmentRange(scope=scope, stream=stream, segment_id=r.segment_id,
                                             start=lo, end=stop))
@@ -289,6 +296,18 @@ class Tier2Store:
                 out.append(SegmentRange(scope=scope, stream=stream, segment_id=r.segment_id,
                                         start=lo, end=r.end))
         return out
+
+    def _boundaries(self, m: Manifest, r: SegmentRange, max_bytes: int) -> Iterator[int]:
+        """The offsets after ``r.start`` up to ``r.end`` where ``r`` may be split, ascending:
+        its files' ends and, in a file larger than ``max_bytes``, its row groups' starts."""
+        for f in m.files_of(r.segment_id):
+            stop = min(f.end, r.end)
+            if stop <= r.start or f.first >= r.end:
+                continue
+            if f.end - f.first > max_bytes:
+                yield from (b for b in group_starts(self.target, m.scope, m.stream, f)
+                            if r.start < b < stop)
+            yield stop
 
     def get_stream_cut_at(self, scope: str, stream: str, timestamp: Timestamp) -> StreamCut:
         """As ``Store.get_stream_cut_at``, over what tier 2 holds: per segment, the first

@@ -23,6 +23,7 @@ from pyspark.sql.streaming.datasource import ReadAllAvailable
 import pravega_embedded as pe
 from pravega_embedded.spark.batchread import ARROW_SCHEMA, plan_ranges, read_range
 from pravega_embedded.spark.microbatch import PravegaStreamReader, offset_of
+from pravega_embedded.spark.partitioning import default_parallelism
 from pravega_embedded.spark.options import parse_read_options, parse_stream_options
 from pravega_embedded.spark.pushdown import push
 from pravega_embedded.tiering.layout import manifest_name
@@ -83,7 +84,9 @@ def test_micro_batches_read_tiered_ranges_from_tier2(tiered):
     end = reader.latestOffset(start, ReadAllAvailable())
     assert end == offset_of(tiered.stream_info("iot", "sensors").tail)
     parts = reader.partitions(start, end)
-    assert any(p.tier2 for p in parts) and any(not p.tier2 for p in parts)
+    pieces = [p for part in parts for p in part.planned]
+    assert any(p.tier2 for p in pieces) and any(not p.tier2 for p in pieces)
+    assert len(parts) <= default_parallelism()  # packed: one task per core (no session: this machine's)
     assert sorted(i for p in parts for i in _ids(reader.read(p))) == list(range(2040))
 
 

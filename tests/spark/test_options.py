@@ -17,6 +17,9 @@ BASE = {"path": "/data", "scope": "iot", "stream": "sensors"}
 def test_defaults_and_case_insensitive_names():
     r = parse_read_options({**BASE, "MIN_PARTITIONS": "4"})
     assert (r.start, r.end, r.min_partitions, r.tier2) == (None, None, 4, None)
+    plain = parse_read_options(BASE)  # the session's parallelism, Spark's 128 MiB per partition
+    assert (plain.min_partitions, plain.max_partition_bytes) == (None, 128 << 20)
+    assert parse_read_options({**BASE, "max_partition_bytes": "64m"}).max_partition_bytes == 64 << 20
     s = parse_stream_options({**BASE, "Max_Bytes_Per_Trigger": "64m", "max_events_per_trigger": "10"})
     assert (s.start, s.max_bytes, s.max_events) == ("latest", 64 << 20, 10)
     assert parse_stream_options(BASE).max_bytes == DEFAULT_MAX_BYTES_PER_TRIGGER
@@ -32,6 +35,9 @@ def test_defaults_and_case_insensitive_names():
     ({"start_stream_cut": "latest"}, "reads nothing"),
     ({"end_stream_cut": "earliest"}, "reads nothing"),
     ({"min_partitions": "x"}, "min_partitions"),
+    ({"min_partitions": "0"}, "min_partitions"),
+    ({"max_partition_bytes": "0"}, "max_partition_bytes"),
+    ({"max_partition_bytes": "lots"}, "max_partition_bytes"),
     ({"storage_options": "[1]"}, "JSON object"),
     ({"scope": "../etc"}, "scope"),
     ({"ending_timestamp": "1764064800000", "end_stream_cut": "latest"}, "not both"),

@@ -93,12 +93,17 @@ def test_a_read_of_a_live_store_equals_read_slice(spark, history):
     assert {(r.scope, r.stream) for r in got} == {("iot", "sensors")}
 
 
-def test_min_partitions_splits_ranges_and_keeps_every_event_once(spark, history):
+def test_partitions_follow_the_sessions_cores_or_min_partitions_and_keep_every_event_once(spark, history):
     store, path, _, _, _ = history
-    plain = _load(spark, path)
+    want = _slice_rows(store.read_slice("iot", "sensors"))
+    plain = _load(spark, path)  # the stream's 4 segments packed into one task per core (local[2])
+    assert plain.rdd.getNumPartitions() == 2
     split = _load(spark, path, min_partitions="12")
-    assert split.rdd.getNumPartitions() > plain.rdd.getNumPartitions() >= 4
-    assert _spark_rows(split) == _slice_rows(store.read_slice("iot", "sensors"))
+    assert 8 <= split.rdd.getNumPartitions() <= 12
+    small = _load(spark, path, max_partition_bytes="64k")  # more tasks so none holds more
+    assert small.rdd.getNumPartitions() > 8
+    for df in (plain, split, small):
+        assert _spark_rows(df) == want
 
 
 def test_a_store_no_process_holds_is_opened_by_the_workers(spark, tmp_path):
