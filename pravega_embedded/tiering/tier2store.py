@@ -394,6 +394,8 @@ class Tier2Store:
             return
         f = next((f for f in files if f.first <= off < f.end), None)
         if f is not None:
+            if off in group_starts(self.target, m.scope, m.stream, f):
+                return  # a row group starts there (its footer says): where get_segments splits
             t = read_segment_file(self.target, m.scope, m.stream, f, off, off + 1)
             if t.num_rows == 1:
                 return
