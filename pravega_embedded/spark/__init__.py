@@ -26,7 +26,8 @@ def register(spark: "object | None" = None) -> None:
     """Register ``format("pravega")`` with ``spark`` (default: the active session). Batch reads
     take Spark's filters on segment_id, offset and write_time when the session has
     ``spark.sql.python.filterPushdown.enabled`` true now (option ``filter_pushdown`` decides
-    per read; docs/spark.md)."""
+    per read), and are planned for the session's default parallelism now (register again
+    once a cluster's executors are up, or set ``spark.default.parallelism``; docs/spark.md)."""
     from pyspark.sql import SparkSession
 
     session = spark if spark is not None else SparkSession.getActiveSession()
@@ -45,13 +46,17 @@ def register(spark: "object | None" = None) -> None:
 
 
 def _parallelism(session: object) -> int | None:
-    """The session's default parallelism (its cores: ``local[2]`` gives 2), None where a
-    session does not say (Spark Connect: the planner then takes its own CPUs)."""
+    """The session's default parallelism: ``spark.default.parallelism`` if set, else its
+    SparkContext's (the cores: ``local[2]`` gives 2; on a cluster the executors' cores
+    registered so far); None where a session does not say (Spark Connect without the
+    setting: the planner then takes its own CPUs)."""
+    raw = str(session.conf.get("spark.default.parallelism", "") or "").strip()  # type: ignore[attr-defined]
+    if raw.isdigit() and int(raw) > 0:
+        return int(raw)
     try:
         return max(1, int(session.sparkContext.defaultParallelism))  # type: ignore[attr-defined]
     except Exception:  # noqa: BLE001 - Spark Connect has no SparkContext: no number here
-        raw = str(session.conf.get("spark.default.parallelism", "") or "")  # type: ignore[attr-defined]
-        return int(raw) if raw.strip().isdigit() and int(raw) > 0 else None
+        return None
 
 
 def _register_active() -> None:

@@ -102,9 +102,9 @@ def open_source(opts: ReadOptions, *, create: bool = False) -> "Iterator[Store |
 
 def plan_partitions(opts: ReadOptions, bounds: Bounds = NO_BOUNDS,
                     parallelism: int | None = None) -> list[tuple[Planned, ...]]:
-    """The read's partitions: ``plan_ranges``'s pieces packed into ``min_partitions`` (else
-    ``parallelism``, else this process's CPUs) runs of about equal bytes, more where a run
-    would exceed ``max_partition_bytes`` (``partitioning``)."""
+    """The read's partitions: ``plan_ranges``'s pieces packed into ``parallelism`` (None: this
+    process's CPUs) runs of about equal bytes, at least ``min_partitions``, and more where a
+    run would hold over about ``max_partition_bytes`` (``partitioning``)."""
     pieces, k = _plan(opts, bounds, parallelism)
     return pack(pieces, k)
 
@@ -112,8 +112,8 @@ def plan_partitions(opts: ReadOptions, bounds: Bounds = NO_BOUNDS,
 def plan_ranges(opts: ReadOptions, bounds: Bounds = NO_BOUNDS,
                 parallelism: int | None = None) -> list[Planned]:
     """The read's ranges between its cuts (or the cuts at its timestamps), less what
-    ``bounds`` prunes, split into pieces of about a quarter of a partition (at event
-    boundaries; a tier-2 range at its files' and row groups' boundaries) in the read's order;
+    ``bounds`` prunes, split into pieces (``partitioning.piece_bytes``: at event boundaries; a
+    tier-2 range at its files' and row groups' boundaries) in the read's order;
     a live store's ranges that its tier 2 holds are read from there (invariant 5)."""
     return _plan(opts, bounds, parallelism)[0]
 
@@ -125,15 +125,14 @@ def _plan(opts: ReadOptions, bounds: Bounds, parallelism: int | None) -> tuple[l
             start = src.get_stream_cut_at(opts.scope, opts.stream, iso_utc(opts.start_ns))
         if opts.end_ns is not None:
             end = src.get_stream_cut_at(opts.scope, opts.stream, iso_utc(opts.end_ns))
-        ranges = src.get_segments(opts.scope, opts.stream, start, end)
-        total = sum(r.nbytes for r in ranges)
-        k = partition_count(total, opts.min_partitions or parallelism or default_parallelism(),
-                            opts.max_partition_bytes)
-        if total and any(r.nbytes > piece_bytes(total, k) for r in ranges):
+        ranges = bounds.prune(src.get_segments(opts.scope, opts.stream, start, end))
+        total = sum(r.nbytes for r in ranges)  # what is read: sized after pruning
+        want = max(opts.min_partitions or 1, parallelism or default_parallelism())
+        k = partition_count(total, want, opts.max_partition_bytes)
+        piece = piece_bytes(total, k, want, opts.max_partition_bytes)
+        if total and any(r.nbytes > piece for r in ranges):
             # one snapshot (invariant 2): the pieces are all of this second call's
-            ranges = src.get_segments(opts.scope, opts.stream, start, end,
-                                      max_bytes=piece_bytes(total, k))
-        ranges = bounds.prune(ranges)
+            ranges = bounds.prune(src.get_segments(opts.scope, opts.stream, start, end, max_bytes=piece))
         if not isinstance(src, Tier2Store):
             return route(opts, src, ranges, bounds), k
         if not bounds.write_time.bounded:

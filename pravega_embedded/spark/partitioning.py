@@ -8,10 +8,10 @@ Spark's own Parquet read of a folder aims at one partition per core when the dat
 (``spark.sql.files.maxPartitionBytes`` at most each, 128 MiB by default): a 4-segment stream
 read as 4 partitions of unequal size on 2 cores runs the last big one alone, and every
 partition more costs a Python task. So: ``k`` partitions, at least the parallelism asked for
-(option ``min_partitions``, else the session's default parallelism) and enough for
-``max_partition_bytes`` each; ranges split into pieces of about a quarter of a partition; the
-pieces, in the read's order, cut into ``k`` consecutive runs of about equal bytes; the
-contiguous pieces of one segment in a run joined again.
+(the session's default parallelism, or option ``min_partitions`` if larger) and enough for
+about ``max_partition_bytes`` each; ranges split into pieces (``piece_bytes``); the pieces, in
+the read's order, cut into ``k`` consecutive runs of about equal bytes; the contiguous pieces
+of one segment in a run joined again.
 
 Invariants:
   1. ``pack`` keeps every piece exactly once, in order: a partition's ranges are in the read's
@@ -62,9 +62,13 @@ def partition_count(total: int, parallelism: int, max_partition_bytes: int) -> i
     return max(1, parallelism, -(-total // max_partition_bytes))
 
 
-def piece_bytes(total: int, partitions: int) -> int:
+def piece_bytes(total: int, partitions: int, parallelism: int, max_partition_bytes: int) -> int:
     """The size ranges are split to before packing: a ``PIECES_PER_PARTITION``-th of a
-    partition's share."""
+    partition's share while there is a partition per core (the pieces even out the few
+    tasks); ``max_partition_bytes`` once the size makes more partitions than cores (Spark
+    evens out many tasks itself, and a tier-2 file no larger is not opened to be split)."""
+    if partitions > parallelism:
+        return max(1, max_partition_bytes)
     return max(1, -(-total // (partitions * PIECES_PER_PARTITION)))
 
 

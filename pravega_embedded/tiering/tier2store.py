@@ -26,6 +26,7 @@ thread at a time.
 from __future__ import annotations
 
 import html
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Iterator, Mapping
 
@@ -44,7 +45,7 @@ from ..serializers import Serializer, resolve
 from ..streamcut import StreamCut, format_segment_id
 from ..timelookup import Timestamp, timestamp_ns
 from ..topology import check_cut, frontier
-from .manifest import Manifest, SegmentNode, latest_manifest
+from .manifest import Manifest, SegmentNode, TieredFile, latest_manifest
 from .parquetfile import as_slice_table, group_starts, iter_segment_file, read_segment_file
 from .target import Tier2Target
 
@@ -54,6 +55,7 @@ if TYPE_CHECKING:
 __all__ = ["Tier2Store", "Tier2StreamInfo", "Tier2Slice", "open_tier2"]
 
 _FRAME_HEADER = 6  # u32 payload length + u16 key length: an event's bytes in its segment
+_FOOTER_READERS = 16  # footers read at once when get_segments splits files at row groups
 
 
 @dataclass(frozen=True, slots=True)
@@ -284,10 +286,11 @@ class Tier2Store:
         if max_bytes is None:
             return ranges
         m = sl.manifest
+        starts = self._group_starts(m, ranges, max_bytes)
         out = []
         for r in ranges:
             lo = r.start
-            for stop in self._boundaries(m, r, max_bytes):
+            for stop in _boundaries(m, r, max_bytes, starts):
                 if stop - lo >= max_bytes or stop == r.end:
                     out.append(SegmentRange(scope=scope, stream=stream, segment_id=r.segment_id,
                                             start=lo, end=stop))
@@ -297,17 +300,17 @@ class Tier2Store:
                                         start=lo, end=r.end))
         return out
 
-    def _boundaries(self, m: Manifest, r: SegmentRange, max_bytes: int) -> Iterator[int]:
-        """The offsets after ``r.start`` up to ``r.end`` where ``r`` may be split, ascending:
-        its files' ends and, in a file larger than ``max_bytes``, its row groups' starts."""
-        for f in m.files_of(r.segment_id):
-            stop = min(f.end, r.end)
-            if stop <= r.start or f.first >= r.end:
-                continue
-            if f.end - f.first > max_bytes:
-                yield from (b for b in group_starts(self.target, m.scope, m.stream, f)
-                            if r.start < b < stop)
-            yield stop
+    def _group_starts(self, m: Manifest, ranges: list[SegmentRange],
+                      max_bytes: int) -> dict[TieredFile, tuple[int, ...]]:
+        """The row groups' starts of each file of ``ranges`` larger than ``max_bytes``, their
+        footers read side by side (an object store answers each after a round trip)."""
+        big = [f for r in ranges for f in m.files_of(r.segment_id)
+               if f.end - f.first > max_bytes and f.end > r.start and f.first < r.end]
+        if not big:
+            return {}
+        with ThreadPoolExecutor(min(_FOOTER_READERS, len(big)), thread_name_prefix="pe-footers") as pool:
+            found = pool.map(lambda f: group_starts(self.target, m.scope, m.stream, f), big)
+            return dict(zip(big, found))
 
     def get_stream_cut_at(self, scope: str, stream: str, timestamp: Timestamp) -> StreamCut:
         """As ``Store.get_stream_cut_at``, over what tier 2 holds: per segment, the first
@@ -401,6 +404,18 @@ class Tier2Store:
                 return
         raise InvalidStreamCutError(f"{what}: offset {off} of segment {format_segment_id(sid)} "
                                     f"of {m.scope}/{m.stream} is not at an event in tier 2")
+
+
+def _boundaries(m: Manifest, r: SegmentRange, max_bytes: int,
+                starts: Mapping[TieredFile, tuple[int, ...]]) -> Iterator[int]:
+    """The offsets after ``r.start`` up to ``r.end`` where ``r`` may be split, ascending: its
+    files' ends and, in a file larger than ``max_bytes``, its row groups' ``starts``."""
+    for f in m.files_of(r.segment_id):
+        stop = min(f.end, r.end)
+        if stop <= r.start or f.first >= r.end:
+            continue
+        yield from (b for b in starts.get(f, ()) if r.start < b < stop)
+        yield stop
 
 
 def open_tier2(url: str, storage_options: Mapping[str, object] | None = None) -> Tier2Store:

@@ -21,11 +21,11 @@ from pyspark.sql.datasource import (EqualTo, GreaterThan, GreaterThanOrEqual, In
 from pyspark.sql.streaming.datasource import ReadAllAvailable
 
 import pravega_embedded as pe
-from pravega_embedded.spark.batchread import ARROW_SCHEMA, plan_ranges, read_range
+from pravega_embedded.spark.batchread import ARROW_SCHEMA, plan_partitions, plan_ranges, read_range
 from pravega_embedded.spark.microbatch import PravegaStreamReader, offset_of
 from pravega_embedded.spark.partitioning import default_parallelism
 from pravega_embedded.spark.options import parse_read_options, parse_stream_options
-from pravega_embedded.spark.pushdown import push
+from pravega_embedded.spark.pushdown import NO_BOUNDS, push
 from pravega_embedded.tiering.layout import manifest_name
 
 
@@ -75,6 +75,30 @@ def test_a_tiered_range_whose_files_vanished_is_read_through_the_store(tiered, c
         got = sorted(i for p in planned for i in _ids(read_range(opts, p.range, tier2=p.tier2)))
     assert got == want and len(got) > 1000
     assert "reading the rest through the store" in caplog.text
+
+
+def test_partitions_are_the_parallelism_at_least_min_partitions_and_sized_after_pruning(tiered):
+    base = {"path": str(tiered.path), "scope": "iot", "stream": "sensors"}
+    want = sorted(_ids(tiered.read_slice("iot", "sensors").to_arrow().to_batches()))
+
+    def planned(parallelism, bounds=NO_BOUNDS, **options):
+        opts = parse_read_options({**base, **options})
+        runs = plan_partitions(opts, bounds, parallelism)
+        got = sorted(i for run in runs for p in run for i in _ids(read_range(opts, p.range, tier2=p.tier2)))
+        return runs, got
+
+    runs, got = planned(3, min_partitions="1")  # a floor: it does not lower the parallelism
+    assert len(runs) == 3 and got == want
+    runs, got = planned(3, min_partitions="5")
+    assert len(runs) == 5 and got == want
+    total = sum(r.nbytes for r in tiered.get_segments("iot", "sensors"))
+    runs, got = planned(1, max_partition_bytes=str(total // 6))  # sized: about 6 of that size
+    assert 6 <= len(runs) <= 7 and got == want
+    seg = tiered.get_segments("iot", "sensors")[0].segment_id
+    bounds, _ = push([EqualTo(("segment_id",), seg)])
+    runs, got = planned(1, bounds, max_partition_bytes=str(total // 6))
+    assert {p.range.segment_id for run in runs for p in run} == {seg}
+    assert len(runs) <= 4  # half the stream is read: sized for that half, not for the whole
 
 
 def test_micro_batches_read_tiered_ranges_from_tier2(tiered):

@@ -69,7 +69,8 @@ def test_partition_count_and_piece_size():
     assert partition_count(0, 2, 128) == 2
     assert partition_count(100, 2, 128) == 2
     assert partition_count(1000, 2, 128) == 8  # none holds more than max_partition_bytes
-    assert piece_bytes(1000, 2) == 125 and piece_bytes(1, 8) == 1
+    assert piece_bytes(1000, 2, 2, 128) == 125 and piece_bytes(1, 8, 8, 128) == 1  # a core each: quarters
+    assert piece_bytes(1000, 8, 2, 128) == 128  # more partitions than cores: max_partition_bytes
 
 
 class _Conf:
@@ -122,6 +123,9 @@ def test_register_carries_the_sessions_parallelism_to_the_workers():
     pes.register(connect)  # Spark Connect: no SparkContext, the conf if it says
     (cls,) = connect.dataSource.registered
     assert cls.parallelism == 3 and issubclass(cls, pes.PravegaPushdownSource)
+    configured = _Session(conf={"spark.default.parallelism": "16"})
+    pes.register(configured)  # the setting wins over the cores registered so far
+    assert configured.dataSource.registered[0].parallelism == 16
     bare = _Session(context=False)
     pes.register(bare)
     assert bare.dataSource.registered[0].parallelism is None  # the planner's CPUs then
