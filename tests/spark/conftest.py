@@ -38,6 +38,9 @@ def spark(request):
                .config("spark.ui.enabled", "false")
                .config("spark.ui.showConsoleProgress", "false")
                .config("spark.sql.shuffle.partitions", "2")
+               # SparkSession.builder keeps the options of earlier sessions in this process
+               # (tests/tiering's sets 1): the source plans by this one
+               .config("spark.default.parallelism", "2")
                .config("spark.driver.memory", "1g")
                .config("spark.driver.host", "127.0.0.1")
                .config("spark.driver.bindAddress", "127.0.0.1")
