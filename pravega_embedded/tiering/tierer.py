@@ -30,10 +30,12 @@ Invariants:
   7. After a round that copied, the journal files whose every live record is tiered or
      truncated are deleted (``Engine.reclaim``, with ``Engine.cold`` set from ``start`` on: the
      engine reclaims tiered data only while it can read it back from tier 2). A background
-     round does it itself (after each pass); a ``flush`` does it before a further pass only
-     and leaves the rest to the thread, which it wakes (unlinking files that were written and
-     synced waits in the kernel: ~4 ms per 16 MiB file on ext4 here, which a flush's caller
-     need not wait for); ``close`` does what the thread had no time to.
+     round does it itself (after each pass). A ``flush`` does it before a further pass only
+     and leaves the rest to the thread (unlinking files that were written and synced waits in
+     the kernel: ~4 ms per 16 MiB file on ext4 here, which a flush's caller need not wait
+     for): it wakes the thread, whose next round reclaims before anything else, or, if the
+     thread is backing off after failures, reclaims itself. ``close`` does what the thread
+     had no time to, and the first round of an open what a crash left.
   8. Every round first applies each stream's head to its tier-2 files (``trimmer``): files
      before it leave the manifest and are deleted after ``delete_grace``; a file straddling it
      is rewritten from it on.
@@ -176,10 +178,17 @@ class Tierer:
         if self._copy_pool is not None:
             self._copy_pool.shutdown(wait=True)
         e = self._engine
-        with self._round_lock:  # a flush's files the thread had no time to delete (invariant 7)
-            if self._reclaim_due and not (e.closed or e.latch.tripped):
-                self._reclaim()
-        self.cold.close()
+        try:
+            # a flush's files the thread had no time to delete (invariant 7); not behind a
+            # flush still running in another thread (the next open's first round does it then)
+            if self._round_lock.acquire(blocking=False):
+                try:
+                    if self._reclaim_due and not (e.closed or e.latch.tripped):
+                        self._reclaim()
+                finally:
+                    self._round_lock.release()
+        finally:
+            self.cold.close()
 
     def _loop(self) -> None:
         self._engine.latch.quiet()
@@ -242,6 +251,9 @@ class Tierer:
                 self.copier.claim_root()  # another store's root: nothing is touched there
                 self.copier.recover()  # invariant 1
                 self._recovered = True
+                self._reclaim_due = True  # what a crash right after a flush left (invariant 7)
+            if until is None and self._reclaim_due:  # first: no tier-2 call is needed for it
+                self._reclaim()
             self._delete_streams()  # invariant 2
             for st in self._streams():  # a manifest whose publication failed earlier
                 self.copier.publish_pending(st)
@@ -276,11 +288,14 @@ class Tierer:
                         self._reclaim()
                         pending = 0
             finally:
-                if until is not None and pending:
+                if until is None:
+                    if pending and not self._engine.closed:
+                        self._reclaim()
+                elif pending and self._failures:  # the thread is backing off: not soon
+                    self._reclaim()
+                elif pending:
                     self._reclaim_due = True  # invariant 7: the thread deletes them, not the caller
                     self._wake.set()
-                elif (pending or self._reclaim_due) and not self._engine.closed:
-                    self._reclaim()
             if failed and until is not None:
                 raise next(iter(failed.values()))  # flush: everything or its retry/timeout
 

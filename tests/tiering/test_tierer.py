@@ -436,3 +436,84 @@ def test_flush_tier2_leaves_the_journal_files_it_freed_to_the_tiering_thread_or_
     assert len(files()) < before and who == [threading.current_thread().name]
     with pe.open(path, **opts) as store:
         assert sorted(ev.event for ev in store.read_slice("iot", "s")) == want
+
+
+def test_the_tiering_thread_deletes_a_flushs_files_before_copying_and_a_backing_off_one_leaves_them_to_the_flush(
+        tmp_path, monkeypatch):
+    """The files a flush freed do not wait behind the thread's own copies (under a local budget
+    writers wait for them), nor behind a backoff after failures (up to 30 s): the thread's next
+    round deletes them before anything else, and while it backs off the flush deletes them
+    itself. The thread's loop is replaced, so each round here is run by the test."""
+    import threading
+
+    from pravega_embedded import engine as engine_mod
+    from pravega_embedded.tiering import copier as copier_mod
+    from pravega_embedded.tiering import tierer as tierer_mod
+
+    log: list[tuple[str, str]] = []
+    real_reclaim, real_copy = engine_mod.Engine.reclaim, copier_mod.Copier.copy
+
+    def reclaim(self):
+        log.append(("reclaim", threading.current_thread().name))
+        return real_reclaim(self)
+
+    def copy(self, *a, **k):
+        log.append(("copy", threading.current_thread().name))
+        return real_copy(self, *a, **k)
+    monkeypatch.setattr(engine_mod.Engine, "reclaim", reclaim)
+    monkeypatch.setattr(copier_mod.Copier, "copy", copy)
+    monkeypatch.setattr(tierer_mod.Tierer, "_loop", lambda self: None)
+    path = tmp_path / "data"
+    files = lambda: len(list((path / "journal").glob("*.pej")))  # noqa: E731
+    with pe.open(path, durability="none", roll_bytes=MiB, tier2_file_bytes=MiB) as store:
+        tierer = store._core.tiering
+        make(store, "s")
+        write(store, "s", [b"a" * 1000] * 2500)
+        store.flush_tier2()  # three passes: it deletes between them, the last pass's files not
+        assert log[-1] == ("copy", threading.current_thread().name), log
+        write(store, "s", [b"b" * 1000] * 2500)  # due for the thread: more than a file
+        log.clear()
+        tierer._round(None)  # the thread's next round
+        assert log[0][0] == "reclaim" and any(kind == "copy" for kind, _ in log[1:]), log
+        write(store, "s", [b"c" * 1000] * 2500)
+        before = files()
+        tierer._failures = 3  # backing off
+        log.clear()
+        store.flush_tier2()
+        assert log[-1] == ("reclaim", threading.current_thread().name) and files() < before, log
+        assert len([ev for ev in store.read_slice("iot", "s")]) == 7500
+
+
+def test_files_a_flush_freed_before_the_process_died_are_deleted_by_the_next_opens_first_round(tmp_path):
+    """The flag that the tiering thread owes a deletion lives in memory: a process that dies
+    right after flush_tier2 (before the thread or a close deleted the files) leaves them, and
+    the first round of the next open deletes them, though it has nothing to copy."""
+    import subprocess
+    import sys
+    import textwrap
+
+    path = tmp_path / "data"
+    child = textwrap.dedent(f"""
+        import os
+        import pravega_embedded as pe
+        from pravega_embedded.tiering import tierer
+        tierer.Tierer._loop = lambda self: None  # no thread deletes anything
+        store = pe.open({str(path)!r}, durability="none", roll_bytes=1 << 20, tier2_file_age=3600.0)
+        store.create_scope("iot")
+        store.create_stream("iot", "s")
+        with store.create_writer("iot", "s") as w:
+            for i in range(3000):
+                w.write_event(b"%06d-" % i + b"x" * 1000)
+        store.flush_tier2()
+        os._exit(0)  # no close
+    """)
+    subprocess.run([sys.executable, "-c", child], check=True, timeout=120,
+                   cwd=Path(__file__).resolve().parents[2])
+    files = lambda: len(list((path / "journal").glob("*.pej")))  # noqa: E731
+    left = files()
+    assert left > 2  # the flush deleted nothing
+    with pe.open(path, durability="none", roll_bytes=MiB, tier2_file_age=3600.0) as store:
+        wait_until(lambda: files() <= 2, 60, "the first round deleting what the dead process left")
+        assert store.tiering_status().untiered_bytes == 0
+        assert sorted(ev.event for ev in store.read_slice("iot", "s")) == [
+            b"%06d-" % i + b"x" * 1000 for i in range(3000)]
