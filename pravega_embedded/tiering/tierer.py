@@ -288,14 +288,7 @@ class Tierer:
                         self._reclaim()
                         pending = 0
             finally:
-                if until is None:
-                    if pending and not self._engine.closed:
-                        self._reclaim()
-                elif pending and self._failures:  # the thread is backing off: not soon
-                    self._reclaim()
-                elif pending:
-                    self._reclaim_due = True  # invariant 7: the thread deletes them, not the caller
-                    self._wake.set()
+                self._reclaim_after(until, pending)
             if failed and until is not None:
                 raise next(iter(failed.values()))  # flush: everything or its retry/timeout
 
@@ -327,6 +320,18 @@ class Tierer:
         e.checkpoint()  # a file is deleted only once it lies before the checkpoint position
         e.reclaim()
         self._reclaim_due = False
+
+    def _reclaim_after(self, until: dict[int, int] | None, pending: int) -> None:
+        """Invariant 7: the files the last pass of a round freed (``pending`` copies), deleted
+        by a background round itself, and left to the thread by a flush (unless the thread is
+        backing off after failures: then not soon)."""
+        if not pending or self._engine.closed:
+            return
+        if until is None or self._failures:
+            self._reclaim()
+        else:
+            self._reclaim_due = True
+            self._wake.set()
 
     def _delete_streams(self) -> None:
         meta = self._engine.meta
