@@ -64,6 +64,8 @@ from types import TracebackType
 
 import pytest
 
+from hangs import thread_states
+
 ENV_DIR = "PE_LAZYFS_DIR"
 DEFAULT_DIR = Path("/work/shared/tools/lazyfs")
 REPO_ROOT = Path(__file__).resolve().parents[2]
@@ -72,6 +74,7 @@ MOUNT_TIMEOUT = 60.0
 CLEAR_TIMEOUT = 60.0
 INJECT_TIMEOUT = 30.0
 EXIT_TIMEOUT = 30.0
+KILL_TIMEOUT = 30.0  # a SIGKILLed child not reaped by then waits on a request LazyFS never answers
 _POLL = 0.005
 FIRED = "Triggered fault condition"  # LazyFS's log line when a fault fires (it then exits)
 
@@ -82,6 +85,14 @@ class LazyFSError(RuntimeError):
 
 class LazyFSBuildError(LazyFSError):
     """build.sh failed: fails the tests (it is not a reason to skip them)."""
+
+
+class LazyFSHung(LazyFSError):
+    """A SIGKILLed process was not reaped within KILL_TIMEOUT: it waits in the kernel for a
+    request LazyFS took and never answers (LazyFS deadlocked; a FUSE request already handed to
+    the daemon cannot be interrupted, not even by SIGKILL). :func:`kill_process` then killed
+    LazyFS, which ends every request of its mount, and the message holds what the process's and
+    LazyFS's threads were waiting in."""
 
 
 # ---------------------------------------------------------------------------------- locating
@@ -336,7 +347,10 @@ class LazyFS:
                 status = proc.wait(timeout=EXIT_TIMEOUT)
             except subprocess.TimeoutExpired:
                 proc.kill()
-                status = proc.wait()
+                try:
+                    status = proc.wait(timeout=EXIT_TIMEOUT)
+                except subprocess.TimeoutExpired:
+                    raise LazyFSError(f"LazyFS did not die: {thread_states(proc.pid)}") from None
         wait_for(lambda: not is_mounted(self.mnt), MOUNT_TIMEOUT, f"{self.mnt} to be unmounted")
         return status
 
@@ -470,14 +484,38 @@ class LazyFS:
         except subprocess.TimeoutExpired:
             return None
 
+    def kill(self) -> None:
+        """SIGKILL LazyFS now (what was not fsynced is gone: a power cut at this moment). Its
+        mount stays (dead) until :meth:`unmount`."""
+        if self.proc is not None and self.proc.poll() is None:
+            self.proc.send_signal(signal.SIGKILL)
+            self.proc.wait(timeout=EXIT_TIMEOUT)
+
     def fault_fired(self) -> bool:
         """Whether this mount's LazyFS logged that a fault condition triggered."""
         text = self.log_text()
         return FIRED in text or "Killing LazyFS" in text
 
 
-def kill_process(proc: subprocess.Popen[bytes]) -> None:
-    """SIGKILL a child we started and reap it."""
+def kill_process(proc: subprocess.Popen[bytes], lfs: LazyFS | None = None) -> None:
+    """SIGKILL a child we started and reap it. If it is not reaped within KILL_TIMEOUT it waits
+    on a request its file system never answers: with ``lfs`` (the LazyFS it works in) LazyFS is
+    killed, the child reaped, and LazyFSHung raised saying what both waited in; else
+    LazyFSError."""
     if proc.poll() is None:
         proc.send_signal(signal.SIGKILL)
-    proc.wait()
+    try:
+        proc.wait(timeout=KILL_TIMEOUT)
+        return
+    except subprocess.TimeoutExpired:
+        pass
+    stuck = f"the child {thread_states(proc.pid)}"
+    if lfs is None or lfs.proc is None:
+        raise LazyFSError(f"a SIGKILLed child was not reaped in {KILL_TIMEOUT:.0f}s: {stuck}")
+    stuck += f"; LazyFS {thread_states(lfs.proc.pid)}"
+    lfs.kill()
+    try:
+        proc.wait(timeout=KILL_TIMEOUT)
+    except subprocess.TimeoutExpired:
+        raise LazyFSError(f"a SIGKILLed child was not reaped, even after LazyFS was killed: {stuck}") from None
+    raise LazyFSHung(f"a SIGKILLed child was not reaped in {KILL_TIMEOUT:.0f}s: {stuck}")

@@ -13,6 +13,7 @@ import os
 import random
 import subprocess
 import sys
+import threading
 import time
 import zlib
 from collections.abc import Callable
@@ -23,7 +24,8 @@ import pravega_embedded as pe
 
 import pc_check
 import pc_common
-from lazyfs import LazyFS, LazyFSError, kill_process
+from hangs import python_stacks, thread_states
+from lazyfs import LazyFS, LazyFSError, LazyFSHung, kill_process
 from pc_common import AckLog
 
 HERE = Path(__file__).resolve().parent
@@ -32,6 +34,7 @@ CUTS_FACTOR = float(os.environ.get("PE_POWERCUT_CUTS", "1"))
 BASE_SEED = int(os.environ.get("PE_POWERCUT_SEED", "1"))
 ACK_TIMEOUT = 90.0  # for the child's first acknowledgements (a loaded CI machine)
 FAULT_TIMEOUT = 20.0  # for a targeted fault to fire before falling back to a plain cut
+CHECK_TIMEOUT = 300.0  # a check takes seconds; one that waits longer waits on a hung LazyFS
 EXIT_GRACE = 5.0  # a FUSE client sees ENOTCONN a moment before LazyFS's exit can be reaped
 ACK_TAGS = tuple(f"{p}{t} ".encode() for t in pc_common.ACK_TAGS for p in ("", pc_common.NOT_DURABLE))
 CACHE_FULL = 99.0
@@ -40,9 +43,12 @@ SUMMARIES: list[str] = []  # printed at the end of the session by conftest.py
 
 
 class LazyFSDied(Exception):
-    """LazyFS exited by itself with no fault armed (once in ~100 CI runs it has). Its cache, the
-    data not fsynced, died with it: that is a power cut at that moment, and the loop checks it
-    as one (the cut's kind and the session summary say so, with LazyFS's exit status)."""
+    """LazyFS exited by itself with no fault armed (once in ~100 CI runs it has), or hung: a
+    killed child stayed in a request LazyFS never answered (once in a CI run and once here; the
+    loop then waited forever), and the harness killed LazyFS (``lazyfs.LazyFSHung``). Its cache,
+    the data not fsynced, died with it: that is a power cut at that moment, and the loop checks
+    it as one (the cut's kind and the session summary say so, with LazyFS's exit status, or
+    what the child and LazyFS waited in)."""
 
 
 def n_cuts(default: int) -> int:
@@ -94,6 +100,7 @@ class PowerCutLoop:
         self.ack_log.touch()
         self.started = time.monotonic()
         self._current: tuple[subprocess.Popen[bytes], int] | None = None
+        self._hung: str | None = None  # why the harness killed LazyFS (LazyFSHung), until reported
 
     # ---------------------------------------------------------------- context for messages
     def where(self, cut: Cut) -> str:
@@ -166,16 +173,34 @@ class PowerCutLoop:
         self.lfs.clear_cache()
 
     def _check(self, cut: Cut, t0: float) -> None:
+        """Remount and check the store (pc_check.py) in this process. A check still running
+        after CHECK_TIMEOUT seconds waits on something that never comes: what this process and
+        LazyFS wait in goes into the failure, and LazyFS is killed, which ends any request of
+        the check waiting on it (the check then fails instead of hanging)."""
         self.lfs.remount()
         log = AckLog.read(self.ack_log)
+        stuck: list[str] = []
+        guard = threading.Timer(CHECK_TIMEOUT, self._check_hung, (stuck,))
+        guard.daemon = True
+        guard.start()
         try:
             cut.verified = pc_check.check(self.workload, self.store_dir, log)
         except AssertionError as exc:
-            raise AssertionError(f"{self.where(cut)} {exc}") from exc
+            raise AssertionError(f"{self.where(cut)} {''.join(stuck)}{exc}") from exc
         except Exception as exc:  # the store did not open, or an operation failed
-            raise AssertionError(f"{self.where(cut)} after the cut: {type(exc).__name__}: {exc}") from exc
+            raise AssertionError(f"{self.where(cut)} {''.join(stuck)}after the cut: "
+                                 f"{type(exc).__name__}: {exc}") from exc
+        finally:
+            guard.cancel()
+        assert not stuck, f"{self.where(cut)} {stuck[0]}"
         cut.seconds = time.monotonic() - t0
         self.cuts.append(cut)
+
+    def _check_hung(self, stuck: list[str]) -> None:
+        lazy = thread_states(self.lfs.proc.pid) if self.lfs.proc is not None else "not running"
+        stuck.append(f"the check ran {CHECK_TIMEOUT:.0f}s, so LazyFS was killed; this process "
+                     f"{thread_states(os.getpid())}\n{python_stacks()}\nLazyFS {lazy}\n")
+        self.lfs.kill()
 
     def _new_cut(self, kind: str) -> Cut:
         i = len(self.cuts)
@@ -197,14 +222,22 @@ class PowerCutLoop:
                 raise AssertionError(f"{self.where(cut)} the child died by itself ({proc.returncode}): "
                                      f"{errors[:3]}\n{self._stderr(cut)}")
         except BaseException:
-            kill_process(proc)
+            self._kill(proc)
             raise
         return proc, offset
+
+    def _kill(self, proc: subprocess.Popen[bytes]) -> None:
+        """SIGKILL and reap the child; LazyFSDied if LazyFS hung and was killed to reap it."""
+        try:
+            kill_process(proc, self.lfs)
+        except LazyFSHung as exc:
+            self._hung = str(exc)
+            raise LazyFSDied() from exc
 
     def _killed(self, proc: subprocess.Popen[bytes], offset: int, cut: Cut, *, errors_ok: bool) -> None:
         """SIGKILL the child, count its acknowledgements, fail on its errors (unless LazyFS died
         under it)."""
-        kill_process(proc)
+        self._kill(proc)
         lines = self._run_lines(offset)
         errors = [ln for ln in lines if ln.startswith(b"error")]
         if errors and not errors_ok and self._lazyfs_died():
@@ -225,13 +258,19 @@ class PowerCutLoop:
         status = self.lfs.wait_exit(0)
         if self._current is not None:
             proc, offset = self._current
-            kill_process(proc)
+            try:
+                kill_process(proc, self.lfs)
+            except LazyFSHung as exc:
+                self._hung = str(exc)
             cut.acks += sum(ln.startswith(ACK_TAGS) for ln in self._run_lines(offset))
             self._current = None
-        cut.kind += f", then LazyFS died by itself (exit status {status})"
+        hung, self._hung = self._hung, None
+        cut.kind += (", then LazyFS hung and was killed" if hung
+                     else f", then LazyFS died by itself (exit status {status})")
         self.unplanned += 1
         tail = self.lfs.log_text().strip().splitlines()[-3:]
-        SUMMARIES.append(f"[powercut] {self.where(cut)}: an unplanned power cut; LazyFS's log ends: {tail}")
+        SUMMARIES.append(f"[powercut] {self.where(cut)}: an unplanned power cut; "
+                         + (f"{hung}; " if hung else "") + f"LazyFS's log ends: {tail}")
 
     def _fire(self, cut: Cut, fault: str, timeout: float) -> None:
         """Arm the fault and wait until LazyFS fires it and exits (cut.fired)."""
@@ -333,7 +372,7 @@ class PowerCutLoop:
         unit = UNITS.get(self.workload, "items")
         return (f"[powercut] {self.name}: {len(self.cuts)} cuts"
                 + (f" ({fired} of {faults} targeted faults fired)" if faults else "")
-                + (f" ({self.unplanned} where LazyFS died by itself)" if self.unplanned else "")
+                + (f" ({self.unplanned} where LazyFS died by itself or hung)" if self.unplanned else "")
                 + f", {acks} acknowledgement lines, {last} acknowledged {unit} verified at the last "
                 f"check ({sum(c.verified for c in self.cuts)} over all checks), "
                 f"{time.monotonic() - self.started:.1f}s, seed {self.seed}")

@@ -5,12 +5,14 @@ power-cut tests' failures say nothing about the store."""
 from __future__ import annotations
 
 import os
+import signal
 import tempfile
 from pathlib import Path
 
 import pytest
 
 import lazyfs
+import pc_loop
 from lazyfs import LazyFS, requires_lazyfs
 from pc_loop import PowerCutLoop
 
@@ -158,3 +160,31 @@ def test_lazyfs_dying_by_itself_is_checked_as_a_power_cut(lazy_fs: LazyFS, tmp_p
     assert "died" not in loop.random_cut().kind
     loop.finish()
     assert "1 where LazyFS died by itself" in loop.summary()
+
+
+@requires_lazyfs
+def test_lazyfs_hanging_under_a_killed_child_is_checked_as_a_power_cut(
+        lazy_fs: LazyFS, tmp_path: Path, monkeypatch: pytest.MonkeyPatch):
+    """Once in CI and once here the loop waited forever to reap a SIGKILLed child: a FUSE
+    request LazyFS has taken cannot be interrupted, and LazyFS never answered it. Stopping
+    LazyFS (SIGSTOP) under a running child makes that happen at will. The harness now kills
+    LazyFS when the child is not reaped within KILL_TIMEOUT: its cache dies with it, a power
+    cut, which the loop checks as one and reports with what the child waited in."""
+    monkeypatch.setattr(lazyfs, "KILL_TIMEOUT", 2.0)
+    loop = PowerCutLoop(lazy_fs, tmp_path, "writes", "harness: LazyFS stopped on purpose",
+                        env={"PC_RATE_FACTOR": "0"})  # unpaced: the child always waits on LazyFS
+    wait_acks = loop._wait_acks
+
+    def then_lazyfs_stops(*args, **kwargs) -> None:
+        wait_acks(*args, **kwargs)
+        lazy_fs.proc.send_signal(signal.SIGSTOP)
+
+    loop._wait_acks = then_lazyfs_stops
+    cut = loop.random_cut()
+    assert "LazyFS hung and was killed" in cut.kind and loop.unplanned == 1, cut.kind
+    assert cut.acks >= 1 and cut.verified >= 1  # what was acknowledged before it hung is there
+    said = [s for s in pc_loop.SUMMARIES if "harness: LazyFS stopped" in s][-1]
+    assert "was not reaped in 2s: the child pid" in said and " D " in said, said  # in the kernel
+    loop._wait_acks = wait_acks
+    assert "hung" not in loop.random_cut().kind  # the next cut runs on a fresh mount
+    loop.finish()
