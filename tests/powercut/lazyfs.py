@@ -489,7 +489,10 @@ class LazyFS:
         mount stays (dead) until :meth:`unmount`."""
         if self.proc is not None and self.proc.poll() is None:
             self.proc.send_signal(signal.SIGKILL)
-            self.proc.wait(timeout=EXIT_TIMEOUT)
+            try:
+                self.proc.wait(timeout=EXIT_TIMEOUT)
+            except subprocess.TimeoutExpired:
+                raise LazyFSError(f"LazyFS did not die: {thread_states(self.proc.pid)}") from None
 
     def fault_fired(self) -> bool:
         """Whether this mount's LazyFS logged that a fault condition triggered."""
@@ -513,9 +516,11 @@ def kill_process(proc: subprocess.Popen[bytes], lfs: LazyFS | None = None) -> No
     if lfs is None or lfs.proc is None:
         raise LazyFSError(f"a SIGKILLed child was not reaped in {KILL_TIMEOUT:.0f}s: {stuck}")
     stuck += f"; LazyFS {thread_states(lfs.proc.pid)}"
+    was_alive = lfs.alive()
     lfs.kill()
     try:
         proc.wait(timeout=KILL_TIMEOUT)
     except subprocess.TimeoutExpired:
-        raise LazyFSError(f"a SIGKILLed child was not reaped, even after LazyFS was killed: {stuck}") from None
+        after = "after LazyFS was killed" if was_alive else "and LazyFS is not running"
+        raise LazyFSError(f"a SIGKILLed child was not reaped, even {after}: {stuck}") from None
     raise LazyFSHung(f"a SIGKILLed child was not reaped in {KILL_TIMEOUT:.0f}s: {stuck}")

@@ -3,8 +3,9 @@ something, cut the power (or let a targeted fault cut it), remount, check, repea
 store (it accumulates history across cuts).
 
 The number of cuts per test is its default times ``PE_POWERCUT_CUTS`` (default 1; e.g. 20 for a
-long run outside CI). ``PE_POWERCUT_SEED`` (default 1) varies every test's seed; the seed of a
-test, of its cut and of its child are in every failure message.
+long run outside CI, with ``PE_TEST_TIMEOUT=0``: tests/hangs.py ends a test after 900 s).
+``PE_POWERCUT_SEED`` (default 1) varies every test's seed; the seed of a test, of its cut and of
+its child are in every failure message.
 """
 
 from __future__ import annotations
@@ -13,7 +14,6 @@ import os
 import random
 import subprocess
 import sys
-import threading
 import time
 import zlib
 from collections.abc import Callable
@@ -24,7 +24,6 @@ import pravega_embedded as pe
 
 import pc_check
 import pc_common
-from hangs import python_stacks, thread_states
 from lazyfs import LazyFS, LazyFSError, LazyFSHung, kill_process
 from pc_common import AckLog
 
@@ -34,7 +33,6 @@ CUTS_FACTOR = float(os.environ.get("PE_POWERCUT_CUTS", "1"))
 BASE_SEED = int(os.environ.get("PE_POWERCUT_SEED", "1"))
 ACK_TIMEOUT = 90.0  # for the child's first acknowledgements (a loaded CI machine)
 FAULT_TIMEOUT = 20.0  # for a targeted fault to fire before falling back to a plain cut
-CHECK_TIMEOUT = 300.0  # a check takes seconds; one that waits longer waits on a hung LazyFS
 EXIT_GRACE = 5.0  # a FUSE client sees ENOTCONN a moment before LazyFS's exit can be reaped
 ACK_TAGS = tuple(f"{p}{t} ".encode() for t in pc_common.ACK_TAGS for p in ("", pc_common.NOT_DURABLE))
 CACHE_FULL = 99.0
@@ -173,34 +171,18 @@ class PowerCutLoop:
         self.lfs.clear_cache()
 
     def _check(self, cut: Cut, t0: float) -> None:
-        """Remount and check the store (pc_check.py) in this process. A check still running
-        after CHECK_TIMEOUT seconds waits on something that never comes: what this process and
-        LazyFS wait in goes into the failure, and LazyFS is killed, which ends any request of
-        the check waiting on it (the check then fails instead of hanging)."""
+        """Remount and check the store (pc_check.py) in this process. (A check that waits on a
+        LazyFS that stopped answering is ended by the test watchdog, tests/hangs.py.)"""
         self.lfs.remount()
         log = AckLog.read(self.ack_log)
-        stuck: list[str] = []
-        guard = threading.Timer(CHECK_TIMEOUT, self._check_hung, (stuck,))
-        guard.daemon = True
-        guard.start()
         try:
             cut.verified = pc_check.check(self.workload, self.store_dir, log)
         except AssertionError as exc:
-            raise AssertionError(f"{self.where(cut)} {''.join(stuck)}{exc}") from exc
+            raise AssertionError(f"{self.where(cut)} {exc}") from exc
         except Exception as exc:  # the store did not open, or an operation failed
-            raise AssertionError(f"{self.where(cut)} {''.join(stuck)}after the cut: "
-                                 f"{type(exc).__name__}: {exc}") from exc
-        finally:
-            guard.cancel()
-        assert not stuck, f"{self.where(cut)} {stuck[0]}"
+            raise AssertionError(f"{self.where(cut)} after the cut: {type(exc).__name__}: {exc}") from exc
         cut.seconds = time.monotonic() - t0
         self.cuts.append(cut)
-
-    def _check_hung(self, stuck: list[str]) -> None:
-        lazy = thread_states(self.lfs.proc.pid) if self.lfs.proc is not None else "not running"
-        stuck.append(f"the check ran {CHECK_TIMEOUT:.0f}s, so LazyFS was killed; this process "
-                     f"{thread_states(os.getpid())}\n{python_stacks()}\nLazyFS {lazy}\n")
-        self.lfs.kill()
 
     def _new_cut(self, kind: str) -> Cut:
         i = len(self.cuts)
@@ -221,23 +203,36 @@ class PowerCutLoop:
                 errors = [ln for ln in self._run_lines(offset) if ln.startswith(b"error")]
                 raise AssertionError(f"{self.where(cut)} the child died by itself ({proc.returncode}): "
                                      f"{errors[:3]}\n{self._stderr(cut)}")
-        except BaseException:
-            self._kill(proc)
+        except BaseException as exc:
+            self._kill(proc, exc)
             raise
         return proc, offset
 
-    def _kill(self, proc: subprocess.Popen[bytes]) -> None:
-        """SIGKILL and reap the child; LazyFSDied if LazyFS hung and was killed to reap it."""
+    def _kill(self, proc: subprocess.Popen[bytes], failing: BaseException | None = None) -> None:
+        """SIGKILL and reap the child. If LazyFS hung and was killed to reap it: LazyFSDied, or
+        with ``failing`` (an exception on its way out, which must not be hidden) a note on it."""
         try:
             kill_process(proc, self.lfs)
         except LazyFSHung as exc:
+            if failing is not None and not isinstance(failing, LazyFSDied):
+                failing.add_note(f"then, killing the child: {exc}")
+                return
             self._hung = str(exc)
-            raise LazyFSDied() from exc
+            if failing is None:
+                raise LazyFSDied() from exc
 
-    def _killed(self, proc: subprocess.Popen[bytes], offset: int, cut: Cut, *, errors_ok: bool) -> None:
+    def _killed(self, proc: subprocess.Popen[bytes], offset: int, cut: Cut, *, errors_ok: bool,
+                failing: BaseException | None = None) -> None:
         """SIGKILL the child, count its acknowledgements, fail on its errors (unless LazyFS died
-        under it)."""
-        self._kill(proc)
+        under it; ``failing``: see _kill)."""
+        try:
+            self._kill(proc, failing)
+        except LazyFSDied:  # LazyFS hung: errors the child logged before that are its own
+            errors = [ln for ln in self._run_lines(offset) if ln.startswith(b"error")]
+            assert errors_ok or not errors, (
+                f"{self.where(cut)} the child failed: {errors[:3]} (and then {self._hung})\n"
+                f"{self._stderr(cut)}")
+            raise
         lines = self._run_lines(offset)
         errors = [ln for ln in lines if ln.startswith(b"error")]
         if errors and not errors_ok and self._lazyfs_died():
@@ -313,8 +308,10 @@ class PowerCutLoop:
             proc, offset = self._run_until_acked(cut, max_delay)
             try:
                 self._fire(cut, make_fault(), timeout)
-            finally:
-                self._killed(proc, offset, cut, errors_ok=True)
+            except BaseException as exc:
+                self._killed(proc, offset, cut, errors_ok=True, failing=exc)
+                raise
+            self._killed(proc, offset, cut, errors_ok=True)
             if not cut.fired:
                 self._cut_power(cut)
         except LazyFSDied:
@@ -360,8 +357,10 @@ class PowerCutLoop:
             else:
                 self._wait_acks(proc, offset, 1, cut, tags=(b"ready",))
                 time.sleep(self.rnd.uniform(0.0, 0.1))
-        finally:
-            self._killed(proc, offset, cut, errors_ok=make_fault is not None)
+        except BaseException as exc:
+            self._killed(proc, offset, cut, errors_ok=make_fault is not None, failing=exc)
+            raise
+        self._killed(proc, offset, cut, errors_ok=make_fault is not None)
 
     # ---------------------------------------------------------------- the end
     def summary(self) -> str:

@@ -188,3 +188,54 @@ def test_lazyfs_hanging_under_a_killed_child_is_checked_as_a_power_cut(
     loop._wait_acks = wait_acks
     assert "hung" not in loop.random_cut().kind  # the next cut runs on a fresh mount
     loop.finish()
+
+
+class _FakeLazyFS:
+    mnt = Path("/nonexistent")
+    proc = None
+
+    def wait_exit(self, timeout: float) -> int:
+        return -9
+
+    def log_text(self) -> str:
+        return ""
+
+
+class _FakeChild:
+    pid = 999_999_999
+    returncode = None
+
+    def poll(self) -> None:
+        return None
+
+
+@pytest.mark.parametrize("when", ["waiting for acknowledgements", "after acknowledgements"])
+def test_a_failing_child_is_not_hidden_by_lazyfs_hanging_when_it_is_killed(
+        when: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch):
+    """A LazyFS that hangs while the loop kills the child is an unplanned power cut, but the
+    errors the child logged before that are its own: they fail the test (with the hang said),
+    whether they were found while waiting for acknowledgements or only after the kill."""
+    loop = PowerCutLoop(_FakeLazyFS(), tmp_path, "writes", "harness: a failure and a hang")  # type: ignore[arg-type]
+
+    def start(cut, second=False, env=None):
+        (tmp_path / "acks.log").write_bytes(b"A w1 1\nerror main: CorruptDataError: damaged\n")
+        loop._current = (_FakeChild(), 0)
+        return loop._current
+
+    def wait_acks(proc, offset, want, cut, tags=pc_loop.ACK_TAGS):
+        if when == "waiting for acknowledgements":
+            raise AssertionError("the child failed: [b'error main: CorruptDataError: damaged']")
+
+    def kill_hangs(proc, lfs=None):
+        raise lazyfs.LazyFSHung("a SIGKILLed child was not reaped in 30s")
+
+    monkeypatch.setattr(loop, "_start", start)
+    monkeypatch.setattr(loop, "_wait_acks", wait_acks)
+    monkeypatch.setattr(loop, "_check", lambda cut, t0: loop.cuts.append(cut))
+    monkeypatch.setattr(pc_loop, "kill_process", kill_hangs)
+    monkeypatch.setattr(pc_loop.time, "sleep", lambda s: None)
+    with pytest.raises(AssertionError) as info:
+        loop.random_cut()
+    text = str(info.value) + "".join(getattr(info.value, "__notes__", []))
+    assert "CorruptDataError: damaged" in text and "was not reaped in 30s" in text, text
+    assert not loop.cuts  # no cut was counted as checked
