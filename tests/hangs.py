@@ -157,7 +157,10 @@ def _watch(pid: int) -> None:
         if fired_at is not None and now >= fired_at + GRACE:
             _write(f"[watchdog] {test[0] if test else '?'} still runs {GRACE:.0f}s later: killing "
                    f"pytest.\n[watchdog] pytest {thread_states(pid)}\n")
-            os.kill(pid, signal.SIGKILL)
+            try:
+                os.kill(pid, signal.SIGKILL)
+            except OSError:
+                pass  # it ended meanwhile
             return
         wait = None if test is None else max(0.0, (fired_at + GRACE if fired_at else test[2]) - now)
         ready, _, _ = select.select([fd], [], [], wait)
