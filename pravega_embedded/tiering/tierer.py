@@ -152,6 +152,7 @@ class Tierer:
         self.trimmer = Trimmer(engine, self.copier, options.delete_grace, self.cold.forget)
         self._round_lock = threading.Lock()
         self._reclaim_due = False  # a flush copied: the thread reclaims (invariant 7)
+        self._leftovers = False  # a crash's freed files: the thread's first round reclaims them
         self._recovered = False
         self._stop = threading.Event()
         self._wake = threading.Event()  # set by close and by writers waiting for the budget
@@ -251,7 +252,12 @@ class Tierer:
                 self.copier.claim_root()  # another store's root: nothing is touched there
                 self.copier.recover()  # invariant 1
                 self._recovered = True
-                self._reclaim_due = True  # what a crash right after a flush left (invariant 7)
+                self._leftovers = True  # what a crash right after a flush left (invariant 7)
+            if until is None and self._leftovers:
+                # they lie before the open's checkpoint (the tierer starts after it): no
+                # checkpoint here, so an idle store checkpoints on its own interval alone
+                self._engine.reclaim()
+                self._leftovers = False
             if until is None and self._reclaim_due:  # first: no tier-2 call is needed for it
                 self._reclaim()
             self._delete_streams()  # invariant 2
