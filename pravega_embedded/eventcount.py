@@ -24,10 +24,9 @@ compute a right answer and the later one's memo stays.
 
 from __future__ import annotations
 
-import struct
 from typing import TYPE_CHECKING
 
-from .frames import frame_length
+from .frames import FRAME_HEAD, frame_length
 from .largeevents import LargeFrame
 from .segsource import SegmentSource, visible_snapshot
 from .streamcut import StreamCut
@@ -39,7 +38,6 @@ if TYPE_CHECKING:
 
 __all__ = ["count", "back", "cut_back"]
 
-_FRAME_HEAD = struct.Struct("<IH")  # payload length, key length (frames.c)
 
 
 def _starts(engine: "Engine", seg: "Segment", lo: int, hi: int) -> list[int]:
@@ -55,7 +53,7 @@ def _starts(engine: "Engine", seg: "Segment", lo: int, hi: int) -> list[int]:
             pos, size = 0, len(data)
             while pos < size:
                 out.append(at + pos)
-                pl, kl = _FRAME_HEAD.unpack_from(data, pos)
+                pl, kl = FRAME_HEAD.unpack_from(data, pos)
                 pos += frame_length(pl, kl)
         at = stop
     return out

@@ -23,12 +23,11 @@ Thread-safety: ``write_large`` is called by one writer thread (under the writer'
 
 from __future__ import annotations
 
-import struct
 from typing import TYPE_CHECKING, Any, Callable
 
 from ._native import ffi
 from .errors import CorruptDataError
-from .frames import FRAME_HEADER_SIZE, NO_KEY
+from .frames import FRAME_HEAD, FRAME_HEADER_SIZE, NO_KEY
 from .routing import key_point, owner_index
 from .staging import CHUNK, merge, stage
 
@@ -39,7 +38,6 @@ if TYPE_CHECKING:
 __all__ = ["LargeFrame", "read_large", "write_large", "DEFAULT_LARGE_EVENT_LIMIT"]
 
 DEFAULT_LARGE_EVENT_LIMIT = 1 << 30
-_FRAME_HEAD = struct.Struct("<IH")
 
 
 class LargeFrame:
@@ -56,7 +54,7 @@ class LargeFrame:
     def frame(self) -> bytes:
         """The frame's bytes (a copy; for consumers that parse frames, such as Arrow)."""
         kl = NO_KEY if self.key is None else len(self.key)
-        return _FRAME_HEAD.pack(len(self.event), kl) + (self.key or b"") + self.event
+        return FRAME_HEAD.pack(len(self.event), kl) + (self.key or b"") + self.event
 
 
 def write_large(engine: "Engine", st: "StreamState", writer_id: str, seq: int, kb: bytes | None,
@@ -65,7 +63,7 @@ def write_large(engine: "Engine", st: "StreamState", writer_id: str, seq: int, k
     MERGE record's end position once it is written (durable after a journal sync to it).
     ``on_append(end)`` runs as soon as the MERGE is in the journal (staging.merge)."""
     view = memoryview(event).cast("B")
-    head = _FRAME_HEAD.pack(len(view), NO_KEY if kb is None else len(kb)) + (kb or b"")
+    head = FRAME_HEAD.pack(len(view), NO_KEY if kb is None else len(kb)) + (kb or b"")
     first = CHUNK - len(head)
     pieces = [(head + view[:first], 1)]  # the frame's first chunk starts the event (invariant 1)
     pieces += ((view[a : a + CHUNK], 0) for a in range(first, len(view), CHUNK))
@@ -93,7 +91,7 @@ def read_large(src: Any, offset: int, limit: int, first: Any) -> tuple[LargeFram
     section, already read) from ``src`` (a reader.SegmentSource): (LargeFrame, offset after
     it)."""
     seg = src.seg
-    pl, kl = _FRAME_HEAD.unpack_from(first, 0)
+    pl, kl = FRAME_HEAD.unpack_from(first, 0)
     klen = 0 if kl == NO_KEY else kl
     flen = FRAME_HEADER_SIZE + klen + pl
     if offset + flen > limit or len(first) < FRAME_HEADER_SIZE + klen:

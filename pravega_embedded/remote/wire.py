@@ -26,7 +26,7 @@ from typing import NamedTuple
 
 from .._native import ffi
 from ..errors import PravegaEmbeddedError, ProtocolError
-from ..frames import FrameParser, keyed_events
+from ..frames import FRAME_HEAD, FrameParser, keyed_events
 from ..frames import NO_KEY as NO_KEY_LEN
 from ..routing import MAX_KEY_BYTES
 from ..writer import MAX_EVENT_SIZE, MAX_PENDING_EVENTS
@@ -53,7 +53,6 @@ WELCOME_MAX = 4096
 _HELLO = struct.Struct(">4sHHH")  # magic, min version, max version, token length
 _WELCOME = struct.Struct(">HH")  # version, info length
 _WRITE = struct.Struct(">IQI")  # writer handle, first sequence, count; then journal frames
-_FRAME = struct.Struct("<IH")  # a journal frame's header: payload length, key length (frames.c)
 _KEYLEN = struct.Struct("<H")
 FRAME_NO_KEY = NO_KEY_LEN
 WRITE_HEADER_SIZE = _WRITE.size  # a WRITE's frames start here
@@ -223,7 +222,7 @@ class WriteBatch:
 def encode_write(handle: int, first: int, events: list[tuple[bytes | None, bytes]]) -> bytes:
     """``events``: (routing key as UTF-8 bytes, event) in write order."""
     out = [_WRITE.pack(handle, first, len(events))]
-    head = _FRAME.pack
+    head = FRAME_HEAD.pack
     for key, ev in events:
         if key is None:
             out.append(head(len(ev), FRAME_NO_KEY))
