@@ -533,13 +533,13 @@ class Metadata:
                         break
         return out
 
-    def index_sections(self, uid: int, offset: int, stop: int) -> list[tuple[int, int, int]]:
+    def index_run(self, uid: int, offset: int, stop: int) -> list[tuple[int, int, int, int, int]]:
         """Segment ``uid``'s index entries from the one holding ``offset`` on, before ``stop``,
-        as (start offset, end offset, events), in offset order, as far as they are in LMDB.
-        Sections are contiguous, so each is looked up by its exact key from the root (a cursor
-        stepping across leaf pages aborts the process in LMDB's asserts on a damaged page;
-        a lookup reports the damage)."""
-        out: list[tuple[int, int, int]] = []
+        as (start offset, journal position, framed bytes, events, write time in ns or 0), in
+        offset order, as far as they are in LMDB. Sections are contiguous, so each is looked up
+        by its exact key from the root (a cursor stepping across leaf pages aborts the process
+        in LMDB's asserts on a damaged page; a lookup reports the damage)."""
+        out: list[tuple[int, int, int, int, int]] = []
         at = offset
         what = f"read the index of segment uid {uid}"
         with self._read(what) as txn:
@@ -552,11 +552,11 @@ class Metadata:
         with self._read(what) as txn:
             raw = self._get(txn, b"index", _IDX_KEY.pack(uid, at))
             while raw is not None:
-                _, nbytes, nev, _ = _index_value(raw)
+                pos, nbytes, nev, write_ns = _index_value(raw)
                 if nbytes <= 0:
                     raise CorruptDataError(f"metadata index entry of segment uid {uid} at {at} "
                                            f"has {nbytes} bytes: the metadata is damaged")
-                out.append((at, at + nbytes, nev))
+                out.append((at, pos, nbytes, nev, write_ns))
                 at += nbytes
                 if at >= stop:
                     break

@@ -20,7 +20,6 @@ Thread-safety: a SegmentSource holds no state of its own beyond the segment: any
 
 from __future__ import annotations
 
-import struct
 import time
 from functools import partial
 from itertools import repeat
@@ -37,7 +36,7 @@ from .errors import (
     TruncatedDataError,
 )
 from .events import EventRead
-from .frames import FRAME_HEADER_SIZE, FrameParser, frame_length
+from .frames import FRAME_HEAD, FRAME_HEADER_SIZE, FrameParser, frame_length
 from .largeevents import LargeFrame, read_large
 from .segindex import IndexEntry
 from .serializers import resolve
@@ -53,7 +52,6 @@ if TYPE_CHECKING:
 __all__ = ["SegmentSource", "events_from", "event_runs", "deadline_of", "resolve_cut", "visible_snapshot"]
 
 _new = tuple.__new__
-_FRAME_HEAD = struct.Struct("<IH")  # payload length, key length (frames.c)
 _FH = FRAME_HEADER_SIZE
 
 
@@ -136,6 +134,21 @@ class SegmentSource:
             self._truncated(offset)
             raise
 
+    def entries(self, offset: int, stop: int) -> list[tuple[IndexEntry, Any]]:
+        """The sections from the one containing ``offset`` to the one containing ``stop - 1``
+        with their cached bytes (or None), in offset order (``SegmentIndex.entries``)."""
+        return self.engine.index.entries(self.seg, offset, stop)
+
+    def read_section_into(self, entry: IndexEntry, buf: Any) -> None:
+        """Section ``entry`` (not cached, still in its journal file: data not yet tiered) read
+        whole into the writable ``buf`` and checked, with the GIL released while it is read;
+        a section truncated away meanwhile is TruncatedDataError."""
+        try:
+            self.journal.read_section_into(entry.pos, entry.nbytes, buf)
+        except (CorruptDataError, StorageError):
+            self._truncated(entry.start)
+            raise
+
     def visible_length(self, acked: int) -> int:
         """The segment's length counting only visible sections (invariant 1)."""
         return self.engine.index.visible_length(self.seg, acked)
@@ -147,7 +160,7 @@ class SegmentSource:
         LargeFrame."""
         data, stop = self.read_raw(offset, limit, copy=copy)
         if len(data) >= _FH:
-            pl, kl = _FRAME_HEAD.unpack_from(data, 0)
+            pl, kl = FRAME_HEAD.unpack_from(data, 0)
             if frame_length(pl, kl) > len(data):
                 try:
                     return read_large(self, offset, limit, data)

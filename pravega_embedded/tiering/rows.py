@@ -1,9 +1,11 @@
 """A committed range of a segment as tier-2 rows: offsets, keys, events and write times.
 
 Owns: reading ``[start, end)`` of one segment through the store's own read path
-(``segsource``: tail cache, journal, CRC checks) and turning it into ``SegmentRows`` for a
-Parquet file: one row per event of an event stream (a large event whole, in one row), one row
-per section of a byte stream. Event streams are turned into Arrow columns in C
+(``segsource``: tail cache, journal, CRC checks; a row group's index entries in one LMDB
+transaction, each whole section not in the tail cache read straight into the group's buffer
+with the GIL released, so a background copy takes little of the GIL from writers and readers)
+and turning it into ``SegmentRows`` for a Parquet file: one row per event of an event stream (a
+large event whole, in one row), one row per section of a byte stream. Event streams are turned into Arrow columns in C
 (``arrow.FrameColumns``, the slices' converter): no Python object per event.
 
 Invariants:
@@ -13,7 +15,8 @@ Invariants:
   2. A row's write time is its section's (``IndexEntry.write_ns``: the record that put it in the
      segment); a section of unknown time (written before metadata format 5) takes the time of
      the nearest row before it in the same range, else ``fallback_ns`` (the copier gives the
-     segment's creation time).
+     segment's creation time). A section read whole counts the events its index entry says
+     start in it; the frame parser's count must agree, else CorruptDataError.
   3. Routing keys are valid UTF-8 (checked on the whole column), else CorruptDataError.
 
 Thread-safety: reads only; any thread (as ``SegmentSource``).
@@ -30,8 +33,9 @@ import pyarrow as pa
 from .._native import ffi
 from ..arrow import FrameColumns
 from ..errors import CorruptDataError
-from ..frames import FrameParser
+from ..frames import FRAME_HEAD, FRAME_HEADER_SIZE, FrameParser, frame_length
 from ..largeevents import LargeFrame
+from ..segindex import IndexEntry
 from ..segsource import SegmentSource
 from .layout import ROW_GROUP_BYTES, ROW_GROUP_ROWS, SCHEMA
 from .parquetfile import SegmentRows, rows_table
@@ -58,19 +62,51 @@ def _groups(engine: "Engine", seg: "Segment", start: int, end: int,
             fallback_ns: int) -> Iterator[pa.Table]:
     what = f"tiering of segment {seg.name}"
     src = SegmentSource(engine, seg)
-    raw = seg.stream.kind == "bytes"
-    out: _RawRows | _EventRows = _RawRows() if raw else _EventRows(seg, what)
+    if seg.stream.kind == "bytes":
+        yield from _raw_groups(src, start, end, fallback_ns, what)
+        return
+    out = _EventRows(seg, what)
+    last_ns = fallback_ns
+    at = start
+    while at < end:
+        run = src.entries(at, min(end, at + ROW_GROUP_BYTES))  # one LMDB transaction
+        if not run or run[0][0].start > at:
+            raise CorruptDataError(f"{what}: no section indexed at offset {at}")
+        for entry, cached in run:
+            if entry.end <= at:
+                continue  # read already, with the large event before it
+            if entry.start > at:
+                break  # not contiguous: looked up again from ``at``
+            ns = last_ns = entry.write_ns or last_ns
+            if out.full(min(entry.end, end) - at):
+                yield from out.take()
+            if cached is None and entry.start == at and entry.end <= end and entry.n_events > 0 \
+                    and out.read_section(src, entry, ns // 1000):
+                at = entry.end
+                continue
+            # cached, partly wanted or a large event (it comes back whole, a LargeFrame: one row)
+            data, stop = src.read(at, end, copy=False)
+            if stop <= at:
+                raise CorruptDataError(f"{what}: no progress at offset {at}")
+            if out.full(len(data)):
+                yield from out.take()
+            out.add(data, at, ns // 1000)
+            at = stop
+    if at != end:
+        raise CorruptDataError(f"{what}: the range ends at {at}, not at {end} (not an event boundary)")
+    yield from out.take()
+
+
+def _raw_groups(src: SegmentSource, start: int, end: int, fallback_ns: int,
+                what: str) -> Iterator[pa.Table]:
+    """A byte stream's rows: one per section."""
+    out = _RawRows()
     last_ns = fallback_ns
     at = start
     while at < end:
         entry, _ = src.section(at)
-        ns = entry.write_ns or last_ns
-        last_ns = ns
-        if raw:
-            data, stop = src.read_raw(at, end)
-        else:
-            # a large event comes back whole (a LargeFrame) and becomes one row
-            data, stop = src.read(at, end, copy=False)
+        ns = last_ns = entry.write_ns or last_ns
+        data, stop = src.read_raw(at, end)
         if stop <= at:
             raise CorruptDataError(f"{what}: no progress at offset {at}")
         if out.full(len(data)):
@@ -78,7 +114,7 @@ def _groups(engine: "Engine", seg: "Segment", start: int, end: int,
         out.add(data, at, ns // 1000)
         at = stop
     if at != end:
-        raise CorruptDataError(f"{what}: the range ends at {at}, not at {end} (not an event boundary)")
+        raise CorruptDataError(f"{what}: the range ends at {at}, not at {end}")
     yield from out.take()
 
 
@@ -111,27 +147,53 @@ class _RawRows:
 
 
 class _EventRows:
-    """An event stream: frames gathered into a buffer of about a row group's bytes, turned into
+    """An event stream: frames gathered into a buffer of about a row group's bytes (whole
+    sections read straight into it from their journal files, the GIL released), turned into
     Arrow columns in C; the write times as runs of one value per section."""
 
     def __init__(self, seg: "Segment", what: str) -> None:
         self.seg, self.what = seg, what
         self.columns = FrameColumns()
         self.count = FrameParser(4096)
-        self.buf = bytearray()
+        self.buf: pa.Buffer | None = None
+        self.view = memoryview(b"")  # the writable bytes of buf
+        self.used = 0
         self.base = 0
         self.times = array("q")
 
     def full(self, more: int) -> bool:
-        return bool(self.buf) and (len(self.buf) + more > ROW_GROUP_BYTES
-                                   or len(self.times) >= ROW_GROUP_ROWS)
+        return self.used > 0 and (self.used + more > ROW_GROUP_BYTES
+                                  or len(self.times) >= ROW_GROUP_ROWS)
+
+    def _room(self, at: int, n: int) -> memoryview:
+        """Where the next ``n`` bytes (from segment offset ``at``) go: the buffer's next bytes;
+        into an empty one, a new buffer of at least a row group's bytes and ``n`` if it is
+        smaller (``full`` was asked first, so whatever else is gathered fits)."""
+        if not self.used:
+            if len(self.view) < n:
+                self.buf = pa.allocate_buffer(max(ROW_GROUP_BYTES, n))
+                self.view = memoryview(self.buf).cast("B")
+            self.base = at
+        return self.view[self.used:self.used + n]
+
+    def read_section(self, src: SegmentSource, entry: IndexEntry, us: int) -> bool:
+        """Read section ``entry`` whole into the buffer; False (nothing kept) if it starts a
+        large event, a frame longer than the section (``add`` takes it whole)."""
+        n = entry.nbytes
+        room = self._room(entry.start, n)
+        src.read_section_into(entry, room)
+        if n < FRAME_HEADER_SIZE or frame_length(*FRAME_HEAD.unpack_from(room)) > n:
+            return False
+        self.used += n
+        self.times.extend(array("q", [us]) * entry.n_events)
+        return True
 
     def add(self, data: Any, at: int, us: int) -> None:
         if type(data) is LargeFrame:
             data = data.frame()
-        if not self.buf:
-            self.base = at
-        self.buf += data
+        n = len(data)
+        self._room(at, n)[:] = data
+        self.used += n
         self.times.extend(array("q", [us]) * self._events_in(data, at))
 
     def _events_in(self, data: Any, at: int) -> int:
@@ -148,12 +210,13 @@ class _EventRows:
 
     def take(self) -> Iterator[pa.Table]:
         """The gathered events as row groups of at most ROW_GROUP_ROWS rows."""
-        if not self.buf:
+        if not self.used:
             return
         seg, n = self.seg, len(self.times)
+        data = self.view[:self.used]
         times = pa.Array.from_buffers(_TIME, n, [None, pa.py_buffer(self.times)])
         batches, row = [], 0
-        for b in self.columns.batches(seg.name, seg.segment_id, self.buf, self.base):
+        for b in self.columns.batches(seg.name, seg.segment_id, data, self.base):
             k = b.num_rows
             batches.append(pa.RecordBatch.from_arrays([
                 b.column(3), _utf8(b.column(1), self.what).cast(pa.string()),
@@ -161,8 +224,8 @@ class _EventRows:
             row += k
         if row != n:
             raise CorruptDataError(f"{self.what}: {row} events parsed, {n} counted")
-        self.buf = bytearray()
-        self.times = array("q")
+        del data
+        self.buf, self.view, self.used, self.times = None, memoryview(b""), 0, array("q")
         table = pa.Table.from_batches(batches, schema=SCHEMA)
         for i in range(0, n, ROW_GROUP_ROWS):
             yield table.slice(i, ROW_GROUP_ROWS)

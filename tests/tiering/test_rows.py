@@ -12,14 +12,18 @@ import pytest
 
 import pravega_embedded as pe
 from pravega_embedded.errors import CorruptDataError
+from pravega_embedded.segsource import SegmentSource
 from pravega_embedded.tiering.parquetfile import read_segment_file, write_segment_file
 from pravega_embedded.tiering.rows import segment_rows
 from pravega_embedded.tiering.target import Tier2Target
 
 
-@pytest.fixture
-def store(tmp_path):
-    s = pe.open(tmp_path / "s", durability="none", tier2=False)
+@pytest.fixture(params=["cached", "from disk"])
+def store(tmp_path, request):
+    """A store whose sections are read from the tail cache, or (no tail cache) straight from
+    their journal files, their index entries from LMDB once a checkpoint persisted them."""
+    cache = {} if request.param == "cached" else {"tail_cache_bytes": 0}
+    s = pe.open(tmp_path / "s", durability="none", tier2=False, **cache)
     s.create_scope("iot")
     yield s
     s.close()
@@ -41,7 +45,7 @@ def _segments(store, stream):
     return list(store._engine.streams[f"iot/{stream}"].segments.values())
 
 
-def test_rows_hold_what_readers_read(store, tmp_path):
+def test_rows_hold_what_readers_read(store, tmp_path, monkeypatch):
     store.create_stream("iot", "ev", pe.StreamConfiguration(scaling=pe.ScalingPolicy.fixed(2)))
     t0 = time.time_ns()
     with store.create_writer("iot", "ev", writer_id="w") as w:
@@ -54,6 +58,10 @@ def test_rows_hold_what_readers_read(store, tmp_path):
         tx.write_event(b"t%d" % i, routing_key=f"k{i}")
     tx.commit()
     t1 = time.time_ns()
+    store.checkpoint()  # the index entries go to LMDB (and, with no tail cache, leave memory)
+    reads = []
+    monkeypatch.setattr(SegmentSource, "read_section_into",
+                        lambda self, entry, buf, _f=SegmentSource.read_section_into: (reads.append(entry), _f(self, entry, buf)))
     target = Tier2Target(str(tmp_path / "t2"))
     total = 0
     for seg in _segments(store, "ev"):
@@ -76,9 +84,32 @@ def test_rows_hold_what_readers_read(store, tmp_path):
             with pytest.raises(CorruptDataError):  # not an event boundary
                 Cols(segment_rows(store._engine, seg, want[3][0], want[9][0] + 1, fallback_ns=1))
     assert total == 309
+    if store._engine.index.tail_cache_bytes == 0:  # whole sections straight into the buffer
+        assert len(reads) > 10
     n, big = duckdb.sql(f"SELECT count(*), max(octet_length(event)) FROM read_parquet("
                         f"'{tmp_path}/t2/**/*.parquet', hive_partitioning=1)").fetchall()[0]
     assert (n, big) == (309, 9 << 20)  # the large event is one whole value
+
+
+def test_a_large_event_longer_than_a_row_group_after_a_section_read_whole(store, monkeypatch):
+    """A large event's first section, read whole into the row group's buffer, turns out to
+    start a frame longer than itself: the event is taken whole instead, into a buffer as large
+    as it when it is longer than a row group."""
+    from pravega_embedded.tiering import rows as rows_mod
+
+    monkeypatch.setattr(rows_mod, "ROW_GROUP_BYTES", 1 << 20)
+    store.create_stream("iot", "le")
+    big = bytes(range(256)) * (9 << 12)  # 9 MiB: a large event, longer than a row group
+    with store.create_writer("iot", "le", writer_id="w") as w:
+        w.write_event(b"before", routing_key="k")
+        w.flush()
+        w.write_event(big, routing_key="k")
+        w.write_event(b"after", routing_key="k")
+    store.checkpoint()
+    (seg,) = _segments(store, "le")
+    c = Cols(segment_rows(store._engine, seg, 0, seg.length, fallback_ns=1))
+    assert c.events == [b"before", big, b"after"] and c.end == seg.length
+    assert c.offsets == [e.offset for e in store.read_slice("iot", "le")]
 
 
 def test_byte_stream_rows_are_its_bytes(store, tmp_path):
@@ -165,7 +196,16 @@ def test_row_groups_are_bounded_by_bytes_and_a_failed_read_publishes_nothing(sto
             raise boom
         return real(self, offset, limit, copy=copy)
 
+    real_into = rows_mod.SegmentSource.read_section_into
+
+    def failing_into(self, entry, buf):  # a whole section not in the tail cache
+        calls.append(entry.start)
+        if len(calls) == fail_at[0]:
+            raise boom
+        return real_into(self, entry, buf)
+
     monkeypatch.setattr(rows_mod.SegmentSource, "read", failing)
+    monkeypatch.setattr(rows_mod.SegmentSource, "read_section_into", failing_into)
     list(segment_rows(store._engine, seg, 0, seg.length, fallback_ns=1).groups)
     assert len(calls) >= 3
     fail_at[0], calls[:] = len(calls), []  # the last read: after groups were encoded
