@@ -39,7 +39,6 @@ if TYPE_CHECKING:
 __all__ = ["count", "back", "cut_back"]
 
 
-
 def _starts(engine: "Engine", seg: "Segment", lo: int, hi: int) -> list[int]:
     """The offsets of the events starting in ``[lo, hi)``, read from the segment's bytes."""
     src = SegmentSource(engine, seg)

@@ -1,9 +1,10 @@
 """Parsing event frames: reusable output arrays for the C frame parser, and the frame constants.
 
 Owns: the arrays ``pe_parse_frames`` fills (frame offsets, payload lengths, key lengths), shared
-by readers (EventRead tuples) and slices (Arrow columns); ``FRAME_HEADER_SIZE`` and ``FRAME_HEAD``
-(a frame's u32 payload length and u16 key length, little-endian) and ``NO_KEY`` (the key length of an event without a key),
-the names every module uses for them (csrc/frames.c).
+by readers (EventRead tuples) and slices (Arrow columns); ``FRAME_HEADER_SIZE`` and
+``FRAME_HEAD`` (a frame's u32 payload length and u16 key length, little-endian) and ``NO_KEY``
+(the key length of an event without a key), the names every module uses for them
+(csrc/frames.c).
 
 Invariants:
   1. The C parser is never told to write more entries than the arrays hold (``max_events`` is
@@ -24,7 +25,8 @@ __all__ = ["FrameParser", "FRAME_HEAD", "FRAME_HEADER_SIZE", "NO_KEY", "frame_le
 
 FRAME_HEADER_SIZE = lib.PE_FRAME_HEADER_SIZE
 FRAME_HEAD = struct.Struct("<IH")  # payload length, key length
-assert FRAME_HEAD.size == FRAME_HEADER_SIZE
+if FRAME_HEAD.size != FRAME_HEADER_SIZE:
+    raise ImportError(f"the C core's frame header is {FRAME_HEADER_SIZE} bytes, not {FRAME_HEAD.size}")
 NO_KEY = lib.PE_NO_KEY
 
 

@@ -796,7 +796,11 @@ class Journal:
             try:
                 got = 0
                 while got < nbytes:
-                    k = os.preadv(f.fd, [view[got:]], pos - f.base + got)
+                    try:
+                        k = os.preadv(f.fd, [view[got:]], pos - f.base + got)
+                    except OSError as exc:
+                        raise storage_error(exc.errno or _errno.EIO, "read journal file",
+                                            path=file_name(f.base)) from exc
                     if k <= 0:
                         raise _ShortRead(f, pos, nbytes, got)
                     got += k

@@ -533,25 +533,25 @@ class Metadata:
                         break
         return out
 
-    def index_run(self, uid: int, offset: int, stop: int) -> list[tuple[int, int, int, int, int]]:
-        """Segment ``uid``'s index entries from the one holding ``offset`` on, before ``stop``,
-        as (start offset, journal position, framed bytes, events, write time in ns or 0), in
-        offset order, as far as they are in LMDB. Sections are contiguous, so each is looked up
-        by its exact key from the root (a cursor stepping across leaf pages aborts the process
-        in LMDB's asserts on a damaged page; a lookup reports the damage)."""
+    def index_run(self, uid: int, offset: int, stop: int,
+                  limit: int = 1 << 62) -> list[tuple[int, int, int, int, int]]:
+        """Segment ``uid``'s index entries from the one holding ``offset`` on, before ``stop``
+        (at most ``limit``), as (start offset, journal position, framed bytes, events, write
+        time in ns or 0), in offset order, as far as they are in LMDB, from one read
+        transaction. Sections are contiguous, so each is looked up by its exact key from the
+        root (a cursor stepping across leaf pages aborts the process in LMDB's asserts on a
+        damaged page; a lookup reports the damage)."""
         out: list[tuple[int, int, int, int, int]] = []
-        at = offset
-        what = f"read the index of segment uid {uid}"
-        with self._read(what) as txn:
-            exact = self._get(txn, b"index", _IDX_KEY.pack(uid, at)) is not None
-        if not exact:  # the offset lies inside a section (a head after a truncation)
-            floor = self.index_floor(uid, offset)
-            if floor is None or floor[0] + floor[2] <= offset:
-                return out
-            at = floor[0]
-        with self._read(what) as txn:
+        with self._read(f"read the index of segment uid {uid}") as txn:
+            at = offset
             raw = self._get(txn, b"index", _IDX_KEY.pack(uid, at))
-            while raw is not None:
+            if raw is None:  # the offset lies inside a section (a head after a truncation)
+                floor = self._floor(txn, uid, offset)
+                if floor is None or floor[0] + floor[2] <= offset:
+                    return out
+                at = floor[0]
+                raw = self._get(txn, b"index", _IDX_KEY.pack(uid, at))
+            while raw is not None and len(out) < limit:
                 pos, nbytes, nev, write_ns = _index_value(raw)
                 if nbytes <= 0:
                     raise CorruptDataError(f"metadata index entry of segment uid {uid} at {at} "
@@ -566,21 +566,24 @@ class Metadata:
     def index_floor(self, uid: int, offset: int) -> tuple[int, int, int, int, int] | None:
         """The index entry of segment ``uid`` with the greatest start <= offset:
         (start offset, journal position, framed bytes, events, write time in ns or 0), or None."""
-        key = _IDX_KEY.pack(uid, offset)
         with self._read(f"read the index of segment uid {uid}") as txn:
-            cur = txn.cursor(db=self._db[b"index"])
-            if cur.set_range(key):
-                if cur.key() != key and not cur.prev():
-                    return None
-            elif not cur.last():
+            return self._floor(txn, uid, offset)
+
+    def _floor(self, txn: lmdb.Transaction, uid: int, offset: int) -> tuple[int, int, int, int, int] | None:
+        key = _IDX_KEY.pack(uid, offset)
+        cur = txn.cursor(db=self._db[b"index"])
+        if cur.set_range(key):
+            if cur.key() != key and not cur.prev():
                 return None
-            k = cur.key()
-            if len(k) != 16:
-                raise CorruptDataError(f"metadata index key of wrong size in {self.path}")
-            kuid, start = _IDX_KEY.unpack(k)
-            if kuid != uid:
-                return None
-            return (start, *_index_value(self._open(b"index", k, cur.value())))
+        elif not cur.last():
+            return None
+        k = cur.key()
+        if len(k) != 16:
+            raise CorruptDataError(f"metadata index key of wrong size in {self.path}")
+        kuid, start = _IDX_KEY.unpack(k)
+        if kuid != uid:
+            return None
+        return (start, *_index_value(self._open(b"index", k, cur.value())))
 
     # ------------------------------------------------------------------ tiering
     def tiering_segments(self) -> dict[int, tuple[int, tuple[int, int] | None]]:

@@ -225,25 +225,26 @@ class SegmentIndex:
         """``entries`` as (start, end, events)."""
         return [(e.start, e.end, e.n_events) for e, _ in self.entries(seg, offset, stop)]
 
-    def entries(self, seg: "Segment", offset: int, stop: int) -> list[tuple[IndexEntry, Any]]:
+    def entries(self, seg: "Segment", offset: int, stop: int,
+                limit: int = 1 << 62) -> list[tuple[IndexEntry, Any]]:
         """``seg``'s sections from the one holding ``offset`` to the one holding ``stop - 1``
-        with their cached bytes (or None), in offset order: memory first, then LMDB in one
-        transaction (invariant 3: none is missed)."""
+        (the first ``limit`` of them) with their cached bytes (or None), in offset order:
+        memory first, then LMDB in one read transaction (invariant 3: none is missed)."""
         sl = seg.sections
         with self.lock:
             entries = sl.entries
             i = max(0, bisect_right(sl.starts, offset) - 1)
             found: dict[int, tuple[IndexEntry, Any]] = {}
-            while i < len(entries) and entries[i].start < stop:
+            while i < len(entries) and entries[i].start < stop and len(found) < limit:
                 e = entries[i]
                 if e.end > offset:
                     found[e.start] = (e, sl.cached.get(e.start))
                 i += 1
         first = min(found, default=stop)
         if first > offset:  # older sections: from LMDB, up to the first one in memory
-            for start, pos, nbytes, nev, ns in self._meta.index_run(seg.uid, offset, first):
+            for start, pos, nbytes, nev, ns in self._meta.index_run(seg.uid, offset, first, limit):
                 found.setdefault(start, (IndexEntry(start, start + nbytes, pos, 0, nev, ns), None))
-        return [found[start] for start in sorted(found)]
+        return [found[start] for start in sorted(found)[:limit]]
 
     def staged_sections(self, seg: "Segment") -> list[tuple[int, int, int]]:
         """Every section of (staging) segment ``seg`` in offset order as (journal position,

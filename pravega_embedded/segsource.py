@@ -134,10 +134,16 @@ class SegmentSource:
             self._truncated(offset)
             raise
 
-    def entries(self, offset: int, stop: int) -> list[tuple[IndexEntry, Any]]:
-        """The sections from the one containing ``offset`` to the one containing ``stop - 1``
-        with their cached bytes (or None), in offset order (``SegmentIndex.entries``)."""
-        return self.engine.index.entries(self.seg, offset, stop)
+    def entries(self, offset: int, stop: int, limit: int) -> list[tuple[IndexEntry, Any]]:
+        """The sections from the one containing ``offset`` on (at most ``limit``, none past the
+        one containing ``stop - 1``) with their cached bytes (or None), in offset order
+        (``SegmentIndex.entries``); the first contains ``offset``, else TruncatedDataError
+        if it was truncated away meanwhile, or CorruptDataError."""
+        run = self.engine.index.entries(self.seg, offset, stop, limit)
+        if not run or run[0][0].start > offset:
+            self._truncated(offset)
+            raise CorruptDataError(f"segment {self.seg.name}: no section indexed at offset {offset}")
+        return run
 
     def read_section_into(self, entry: IndexEntry, buf: Any) -> None:
         """Section ``entry`` (not cached, still in its journal file: data not yet tiered) read

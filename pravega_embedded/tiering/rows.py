@@ -16,7 +16,7 @@ Invariants:
      segment); a section of unknown time (written before metadata format 5) takes the time of
      the nearest row before it in the same range, else ``fallback_ns`` (the copier gives the
      segment's creation time). A section read whole counts the events its index entry says
-     start in it; the frame parser's count must agree, else CorruptDataError.
+     start in it; a row group's total must agree with its frames, else CorruptDataError.
   3. Routing keys are valid UTF-8 (checked on the whole column), else CorruptDataError.
 
 Thread-safety: reads only; any thread (as ``SegmentSource``).
@@ -47,6 +47,7 @@ if TYPE_CHECKING:
 __all__ = ["segment_rows"]
 
 _TIME = SCHEMA.field("write_time").type
+_RUN_SECTIONS = 4096  # index entries taken at once (tiny sections: memory stays bounded)
 
 
 def segment_rows(engine: "Engine", seg: "Segment", start: int, end: int,
@@ -69,10 +70,8 @@ def _groups(engine: "Engine", seg: "Segment", start: int, end: int,
     last_ns = fallback_ns
     at = start
     while at < end:
-        run = src.entries(at, min(end, at + ROW_GROUP_BYTES))  # one LMDB transaction
-        if not run or run[0][0].start > at:
-            raise CorruptDataError(f"{what}: no section indexed at offset {at}")
-        for entry, cached in run:
+        # about a row group's sections at a time, from one LMDB read transaction
+        for entry, cached in src.entries(at, min(end, at + ROW_GROUP_BYTES), _RUN_SECTIONS):
             if entry.end <= at:
                 continue  # read already, with the large event before it
             if entry.start > at:

@@ -184,8 +184,12 @@ class Tierer:
             # flush still running in another thread (the next open's first round does it then)
             if self._round_lock.acquire(blocking=False):
                 try:
-                    if self._reclaim_due and not (e.closed or e.latch.tripped):
-                        self._reclaim()
+                    if not (e.closed or e.latch.tripped):
+                        if self._reclaim_due:
+                            self._reclaim()
+                        elif self._leftovers:  # a crash's, when a flush took the first round
+                            e.reclaim()
+                        self._leftovers = False
                 finally:
                     self._round_lock.release()
         finally:

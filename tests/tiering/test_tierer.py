@@ -547,7 +547,9 @@ def test_the_first_round_takes_no_checkpoint_of_its_own(tmp_path, monkeypatch):
         meta = store._engine.meta  # the applied position is read from LMDB (tests only)
         make(store, "s")
         applied = meta.applied_pos()
-        write(store, "s", [b"e%d" % i for i in range(50)], key=lambda i: "k")
-        go.set()
+        try:
+            write(store, "s", [b"e%d" % i for i in range(50)], key=lambda i: "k")
+        finally:
+            go.set()
         assert reclaimed.wait(30)  # the first round deleted what a crash could have left
         assert meta.applied_pos() == applied
