@@ -85,11 +85,7 @@ def _groups(engine: "Engine", seg: "Segment", start: int, end: int,
                 continue
             # cached, partly wanted or a large event (it comes back whole, a LargeFrame: one row)
             data, stop = src.read(at, end, copy=False)
-            if stop <= at:
-                raise CorruptDataError(f"{what}: no progress at offset {at}")
-            if out.full(len(data)):
-                yield from out.take()
-            out.add(data, at, ns // 1000)
+            yield from _put(out, data, at, stop, ns // 1000, what)
             at = stop
     if at != end:
         raise CorruptDataError(f"{what}: the range ends at {at}, not at {end} (not an event boundary)")
@@ -106,15 +102,22 @@ def _raw_groups(src: SegmentSource, start: int, end: int, fallback_ns: int,
         entry, _ = src.section(at)
         ns = last_ns = entry.write_ns or last_ns
         data, stop = src.read_raw(at, end)
-        if stop <= at:
-            raise CorruptDataError(f"{what}: no progress at offset {at}")
-        if out.full(len(data)):
-            yield from out.take()
-        out.add(data, at, ns // 1000)
+        yield from _put(out, data, at, stop, ns // 1000, what)
         at = stop
     if at != end:
         raise CorruptDataError(f"{what}: the range ends at {at}, not at {end}")
     yield from out.take()
+
+
+def _put(out: "_RawRows | _EventRows", data: Any, at: int, stop: int, us: int,
+         what: str) -> Iterator[pa.Table]:
+    """Add ``data`` (segment range ``[at, stop)``) to ``out``, taking its full row group out
+    first."""
+    if stop <= at:
+        raise CorruptDataError(f"{what}: no progress at offset {at}")
+    if out.full(len(data)):
+        yield from out.take()
+    out.add(data, at, us)
 
 
 class _RawRows:
