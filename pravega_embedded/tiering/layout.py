@@ -41,6 +41,8 @@ __all__ = [
     "ROW_GROUP_ROWS",
     "ROW_GROUP_BYTES",
     "COMPRESSION",
+    "STATISTICS_COLUMNS",
+    "DICTIONARY_COLUMNS",
     "PARQUET_METADATA_KEY",
     "SCHEMA",
     "stream_dir",
@@ -61,6 +63,9 @@ ROW_GROUP_ROWS = 128 * 1024  # at most this many rows per Parquet row group ...
 ROW_GROUP_BYTES = 16 << 20  # ... and about this many bytes of events: offset-range reads skip the
                             # others, and a cold read of one event loads one group
 COMPRESSION = "zstd"
+# min/max statistics where a reader filters on them; an event's bytes have none worth keeping
+STATISTICS_COLUMNS = ("offset", "routing_key", "write_time")
+DICTIONARY_COLUMNS = ("routing_key",)  # few distinct keys; events and times are all distinct
 OWNER_NAME = "_pravega_embedded_store.json"  # at the root: which store tiers there (invariant 5)
 PARQUET_METADATA_KEY = b"pravega_embedded.tier2"  # key-value metadata: JSON of the file's range
 

@@ -42,8 +42,8 @@ import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
 from ..errors import CorruptDataError, InvalidConfigurationError, PravegaEmbeddedError, tier2_error
-from .layout import (COMPRESSION, LAYOUT_VERSION, PARQUET_METADATA_KEY, ROW_GROUP_BYTES,
-                     ROW_GROUP_ROWS, SCHEMA, file_name, segment_dir)
+from .layout import (COMPRESSION, DICTIONARY_COLUMNS, LAYOUT_VERSION, PARQUET_METADATA_KEY, ROW_GROUP_BYTES,
+                     ROW_GROUP_ROWS, SCHEMA, STATISTICS_COLUMNS, file_name, segment_dir)
 from .footer import MAGIC, add_key_value, decode, encode, join_footers
 from .manifest import TieredFile
 from .rowgroups import GroupSpan, file_size, group_spans, read_footer, read_group
@@ -155,16 +155,15 @@ def _encoded_parts(groups: Iterable[pa.Table], count: "_Count") -> Iterator[pa.B
     at a time in helper threads while the next groups are produced (pyarrow and the C frame
     parser release the GIL: every core works; invariant 1). A group is handed on as soon as it
     and those before it are encoded (so it goes to the disk early); at most ``_ENCODERS``
-    groups are encoded or waiting at once, and one more is being written."""
+    groups are encoded at once and one more waits for a helper, while one more is written."""
     with ThreadPoolExecutor(_ENCODERS, thread_name_prefix="pe-parquet") as pool:
         pending: deque[Future[pa.Buffer]] = deque()
         try:
             for group in groups:
                 count.add(group)
-                if len(pending) >= _ENCODERS:
-                    yield pending.popleft().result()
+                # queued before the wait for the oldest: a helper that finishes takes it at once
                 pending.append(pool.submit(_encode_part, group))
-                while pending and pending[0].done():
+                while len(pending) > _ENCODERS or (pending and pending[0].done()):
                     yield pending.popleft().result()
             while pending:
                 yield pending.popleft().result()
@@ -190,7 +189,8 @@ def _encode_part(group: pa.Table) -> pa.Buffer:
 
 def _part_bound(group: pa.Table) -> int:
     """More bytes than ``group`` takes as Parquet: its plain values, zstd's worst case on top,
-    and a dictionary page of every column (at most 1 MiB each) before a fallback to plain."""
+    and a dictionary page of every column (at most 1 MiB each; only DICTIONARY_COLUMNS try
+    one) before a fallback to plain."""
     n = group.nbytes
     return n + n // 64 + group.num_columns * (2 << 20) + (1 << 20)
 
@@ -198,7 +198,9 @@ def _part_bound(group: pa.Table) -> int:
 def _encode_into(sink: pa.NativeFile, group: pa.Table) -> None:
     # no page index: its page locations are file positions inside the body, which the join
     # of the footers cannot move (footer.join_footers refuses a part that has one)
-    with pq.ParquetWriter(sink, SCHEMA, compression=COMPRESSION, write_statistics=True,
+    with pq.ParquetWriter(sink, SCHEMA, compression=COMPRESSION,
+                          write_statistics=list(STATISTICS_COLUMNS),
+                          use_dictionary=list(DICTIONARY_COLUMNS),
                           write_page_checksum=True, write_page_index=False) as writer:
         writer.write_table(group, group.num_rows)
 

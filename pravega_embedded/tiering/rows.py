@@ -3,7 +3,8 @@
 Owns: reading ``[start, end)`` of one segment through the store's own read path
 (``segsource``: tail cache, journal, CRC checks; a row group's index entries in one LMDB
 transaction, each whole section not in the tail cache read straight into the group's buffer
-with the GIL released, so a background copy takes little of the GIL from writers and readers)
+with the GIL released, so a background copy takes little of the GIL from writers and readers;
+a whole section in the tail cache copied in; either counted from its index entry)
 and turning it into ``SegmentRows`` for a Parquet file: one row per event of an event stream (a
 large event whole, in one row), one row per section of a byte stream. Event streams are turned into Arrow columns in C
 (``arrow.FrameColumns``, the slices' converter): no Python object per event.
@@ -79,11 +80,11 @@ def _groups(engine: "Engine", seg: "Segment", start: int, end: int,
             ns = last_ns = entry.write_ns or last_ns
             if out.full(min(entry.end, end) - at):
                 yield from out.take()
-            if cached is None and entry.start == at and entry.end <= end and entry.n_events > 0 \
-                    and out.read_section(src, entry, ns // 1000):
+            if entry.start == at and entry.end <= end and entry.n_events > 0 \
+                    and out.read_section(src, entry, cached, ns // 1000):
                 at = entry.end
                 continue
-            # cached, partly wanted or a large event (it comes back whole, a LargeFrame: one row)
+            # partly wanted or a large event (it comes back whole, a LargeFrame: one row)
             data, stop = src.read(at, end, copy=False)
             yield from _put(out, data, at, stop, ns // 1000, what)
             at = stop
@@ -178,12 +179,20 @@ class _EventRows:
             self.base = at
         return self.view[self.used:self.used + n]
 
-    def read_section(self, src: SegmentSource, entry: IndexEntry, us: int) -> bool:
-        """Read section ``entry`` whole into the buffer; False (nothing kept) if it starts a
-        large event, a frame longer than the section (``add`` takes it whole)."""
+    def read_section(self, src: SegmentSource, entry: IndexEntry, cached: Any, us: int) -> bool:
+        """Section ``entry`` whole into the buffer, its events counted from the entry: copied
+        from ``cached`` (its bytes in the tail cache, written and checked by this process) or
+        read from its journal file (``cached`` None). False (nothing kept) if it starts a large
+        event, a frame longer than the section (``add`` takes it whole), or ``cached`` is not
+        the whole section."""
         n = entry.nbytes
+        if cached is not None and len(cached) != n:
+            return False
         room = self._room(entry.start, n)
-        src.read_section_into(entry, room)
+        if cached is None:
+            src.read_section_into(entry, room)
+        else:
+            room[:] = cached
         if n < FRAME_HEADER_SIZE or frame_length(*FRAME_HEAD.unpack_from(room)) > n:
             return False
         self.used += n

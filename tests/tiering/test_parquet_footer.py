@@ -18,7 +18,8 @@ from hypothesis import strategies as st
 from pravega_embedded.errors import CorruptDataError
 from pravega_embedded.tiering import footer as F
 from pravega_embedded.tiering import parquetfile as pqf
-from pravega_embedded.tiering.layout import COMPRESSION, LAYOUT_VERSION, PARQUET_METADATA_KEY, SCHEMA
+from pravega_embedded.tiering.layout import (COMPRESSION, DICTIONARY_COLUMNS, LAYOUT_VERSION, PARQUET_METADATA_KEY,
+                                             SCHEMA, STATISTICS_COLUMNS)
 from pravega_embedded.tiering.parquetfile import SegmentRows, file_rel, read_segment_file, write_segment_file
 from pravega_embedded.tiering.target import Tier2Target
 
@@ -39,8 +40,8 @@ def table(events: list[bytes], keys: list[str | None], first: int = 0) -> pa.Tab
 def serial_file(groups: list[pa.Table], meta: dict) -> bytes:
     """What pyarrow's own writer makes of ``groups``, one row group after the other."""
     sink = pa.BufferOutputStream()
-    w = pq.ParquetWriter(sink, SCHEMA, compression=COMPRESSION, write_statistics=True,
-                         write_page_checksum=True)
+    w = pq.ParquetWriter(sink, SCHEMA, compression=COMPRESSION, write_statistics=list(STATISTICS_COLUMNS),
+                         use_dictionary=list(DICTIONARY_COLUMNS), write_page_checksum=True)
     for g in groups:
         w.write_table(g, g.num_rows)
     w.add_key_value_metadata({PARQUET_METADATA_KEY: json.dumps(meta, sort_keys=True)})

@@ -230,8 +230,17 @@ def test_row_groups_are_bounded_by_bytes_and_a_failed_read_publishes_nothing(sto
             raise boom
         return real_into(self, entry, buf)
 
+    real_entries = rows_mod.SegmentSource.entries
+
+    def failing_entries(self, offset, stop, limit):  # a run of sections (a tail cache's bytes too)
+        calls.append(offset)
+        if len(calls) == fail_at[0]:
+            raise boom
+        return real_entries(self, offset, stop, limit)
+
     monkeypatch.setattr(rows_mod.SegmentSource, "read", failing)
     monkeypatch.setattr(rows_mod.SegmentSource, "read_section_into", failing_into)
+    monkeypatch.setattr(rows_mod.SegmentSource, "entries", failing_entries)
     list(segment_rows(store._engine, seg, 0, seg.length, fallback_ns=1).groups)
     assert len(calls) >= 3
     fail_at[0], calls[:] = len(calls), []  # the last read: after groups were encoded
