@@ -23,7 +23,8 @@ differs and zstd halves it, like sensor records with an id and a random part.
    ``pyarrow.parquet.write_table`` of the same rows (the tables read back from the store's own
    files: columns offset, routing_key, event, write_time and the file's key-value metadata)
    with the same options as ``tiering/parquetfile.py`` (zstd, the same rows per row group:
-   ``ROW_GROUP_ROWS`` at most, about ``ROW_GROUP_BYTES`` of events, statistics, page
+   ``ROW_GROUP_ROWS`` at most, about ``ROW_GROUP_BYTES`` of events, statistics on the
+   layout's ``STATISTICS_COLUMNS``, a dictionary for its ``DICTIONARY_COLUMNS`` only, page
    checksums) to a file. Also shown: the same plus ``os.fsync`` of the file (the store's file is durable when flush_tier2 returns); ``pa.table`` built from Python
    lists of the same values plus write_table (a Python program starting from Python objects);
    and, timed before the flush, a column-wise copy through public calls: ``read_slice()
@@ -31,7 +32,8 @@ differs and zstd halves it, like sensor records with an id and a random part.
    do with the store's C frame parser instead of a Python object per event). MB/s are of
    segment bytes (the journal's frames: 6-byte header, key, payload), the same numerator on
    every side; ratios are of times, medians of the repetitions; each repetition uses a fresh
-   store. Goal (issue 13): flush_tier2 >= 0.8x write_table.
+   store; --reps + 2 repetitions (one slow repetition on a noisy host moves a median of three).
+   Goal (issue 13): flush_tier2 >= 0.8x write_table.
 
 2. CATCH-UP READS from tier 2: the store of the last COPY repetition, with a second stream
    written after the flush (17 MiB: the journal rolls) and flushed to tier 2, so the journal
@@ -98,7 +100,8 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "bench"))
 import pravega_embedded as pe  # noqa: E402
-from pravega_embedded.tiering.layout import COMPRESSION, SCHEMA  # noqa: E402
+from pravega_embedded.tiering.layout import (COMPRESSION, DICTIONARY_COLUMNS, SCHEMA,  # noqa: E402
+                                             STATISTICS_COLUMNS)
 from pravega_embedded.tiering.parquetfile import split_groups  # noqa: E402
 
 
@@ -118,6 +121,9 @@ TEXT = (b'{"sensor": "temperature", "unit": "celsius", "status": "ok", "firmware
         b'"site": "plant-7", "line": 4, "calibrated": true} ') * 24
 RANDOM_PART = SIZE - 8 - 512
 DROP_CACHES = True
+# the encoding options of the store's files (tiering/parquetfile.py), for the baselines
+LAYOUT_OPTIONS = {"write_statistics": list(STATISTICS_COLUMNS), "use_dictionary": list(DICTIONARY_COLUMNS),
+                  "write_page_checksum": True}
 
 
 class BenchFailure(RuntimeError):
@@ -228,7 +234,7 @@ def copy_rep(work: Path, wl: Workload, rep: int, keep: bool, profile: bool = Fal
                     pa.array([time.time_ns() // 1000] * sl.num_rows, pa.int64()).cast(SCHEMA.field("write_time").type)],
                    schema=SCHEMA)
     pq.write_table(tab, out / "colwise.parquet", compression=COMPRESSION, row_group_size=group_rows(tab),
-                   write_statistics=True, write_page_checksum=True)
+                   **LAYOUT_OPTIONS)
     fd = os.open(out / "colwise.parquet", os.O_RDONLY)
     os.fsync(fd)
     os.close(fd)
@@ -265,7 +271,7 @@ def copy_rep(work: Path, wl: Workload, rep: int, keep: bool, profile: bool = Fal
         path = out / f"{i}.parquet"
         t = time.perf_counter()
         pq.write_table(tab, path, compression=COMPRESSION, row_group_size=group_rows(tab),
-                       write_statistics=True, write_page_checksum=True)
+                       **LAYOUT_OPTIONS)
         t_write += time.perf_counter() - t
         fd = os.open(path, os.O_RDONLY)
         os.fsync(fd)
@@ -284,7 +290,7 @@ def copy_rep(work: Path, wl: Workload, rep: int, keep: bool, profile: bool = Fal
                         pa.array(times, pa.int64()).cast(SCHEMA.field("write_time").type)],
                        schema=SCHEMA).replace_schema_metadata(meta)
         pq.write_table(tab, out / f"lists-{i}.parquet", compression=COMPRESSION,
-                       row_group_size=group_rows(tab), write_statistics=True, write_page_checksum=True)
+                       row_group_size=group_rows(tab), **LAYOUT_OPTIONS)
         t_lists += time.perf_counter() - t
     del lists, tables
     shutil.rmtree(out)
@@ -525,9 +531,10 @@ def main() -> int:
             f"MB/s of segment bytes)")
         rows = []
         kept = None
-        for rep in range(reps):
+        copy_reps = reps + 2
+        for rep in range(copy_reps):
             settle()
-            row = copy_rep(work, wl, rep, keep=rep == reps - 1, local_reads=rep == reps - 1)
+            row = copy_rep(work, wl, rep, keep=rep == copy_reps - 1, local_reads=rep == copy_reps - 1)
             kept = row.pop("store", kept)
             rows.append(row)
             say(f"  rep {rep + 1}: flush_tier2 {seg_mb / row['ours_s']:6,.1f} MB/s ({row['ours_s']:.3f} s)   "
@@ -557,7 +564,7 @@ def main() -> int:
         local = {k: rows[-1][f"local_{k}_s"] for k in ("to_arrow", "reader")}
 
         # 2. READS (on the kept store) ----------------------------------------------------
-        store_dir = work / f"copy-{reps - 1}"
+        store_dir = work / f"copy-{copy_reps - 1}"
         prepare_reads(kept, wl)
         folder = store_dir / "tier2" / f"scope={SCOPE}" / f"stream={STREAM}"
         cache_files(store_dir / "tier2")
@@ -683,17 +690,17 @@ def main() -> int:
             say()
             say("PROFILES (untimed extra runs)")
             settle()
-            row = copy_rep(work, wl, reps, keep=True, profile=True)
+            row = copy_rep(work, wl, copy_reps, keep=True, profile=True)
             print_profile(row["profile"], "flush_tier2")
             prepare_reads(row["store"], wl)
             prof = cProfile.Profile()
             prof.enable()
-            read_store(work / f"copy-{reps}", "to_arrow")
+            read_store(work / f"copy-{copy_reps}", "to_arrow")
             prof.disable()
             print_profile(prof, "open + read_slice().to_arrow() from tier 2")
             prof = cProfile.Profile()
             prof.enable()
-            read_store(work / f"copy-{reps}", "reader")
+            read_store(work / f"copy-{copy_reps}", "reader")
             prof.disable()
             print_profile(prof, "open + reader loop from tier 2")
     except BenchFailure as exc:
