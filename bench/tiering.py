@@ -490,7 +490,7 @@ def main() -> int:
     ap.add_argument("--mb", type=float, default=64, help="MB of 1 KiB events to tier and read (default 64)")
     ap.add_argument("--ingest-mb", type=float, help="MB ingested per INGEST side (default 16 x --mb)")
     ap.add_argument("--budget-mib", type=int, default=8, help="local_budget of LOCAL BUDGET (default 8)")
-    ap.add_argument("--reps", type=int, default=3, help="repetitions of COPY, INGEST and READS (default 3)")
+    ap.add_argument("--reps", type=int, default=3, help="repetitions of INGEST (default 3); COPY and READS run 2 more")
     ap.add_argument("--dir", help="where to put stores (default: bench/out/ under the repo)")
     ap.add_argument("--json", help="also write the results as JSON here")
     ap.add_argument("--keep", action="store_true", help="keep the data directory")
@@ -514,7 +514,7 @@ def main() -> int:
         f"Python {platform.python_version()}, pyarrow {pa.__version__}, fs {fs}")
     say(f"library: {harness.library_version()}")
     say(f"data dir: {work}; {n:,} events of {SIZE} B ({n * SIZE / 1e6:,.1f} MB) tiered and read, "
-        f"{ingest_events:,} per ingest side, {reps} repetitions; load average at start: {harness.loadavg()}")
+        f"{ingest_events:,} per ingest side, {reps} repetitions ({reps + 2} of COPY and READS); load average at start: {harness.loadavg()}")
     results: dict = {"machine": {"cpu": cpu, "python": platform.python_version(), "pyarrow": pa.__version__,
                                  "fs": fs, "library": harness.library_version()},
                      "mb": args.mb, "events": n, "ingest_events": ingest_events, "reps": reps}

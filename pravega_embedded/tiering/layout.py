@@ -65,7 +65,9 @@ ROW_GROUP_BYTES = 16 << 20  # ... and about this many bytes of events: offset-ra
 COMPRESSION = "zstd"
 # min/max statistics where a reader filters on them; an event's bytes have none worth keeping
 STATISTICS_COLUMNS = ("offset", "routing_key", "write_time")
-DICTIONARY_COLUMNS = ("routing_key",)  # few distinct keys; events and times are all distinct
+# few distinct keys; the events are distinct and the write times come in runs (one per journal
+# section), which zstd packs smaller than a dictionary does
+DICTIONARY_COLUMNS = ("routing_key",)
 OWNER_NAME = "_pravega_embedded_store.json"  # at the root: which store tiers there (invariant 5)
 PARQUET_METADATA_KEY = b"pravega_embedded.tier2"  # key-value metadata: JSON of the file's range
 

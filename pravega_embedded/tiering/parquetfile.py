@@ -5,7 +5,8 @@ the layout's place and form, and reading an offset range of such a file back as 
 
 Invariants:
   1. A file holds the events of ``[first, end)`` of one segment, sorted by ``offset``, in
-     ``layout.SCHEMA``, zstd-compressed, with statistics and page checksums, in row groups of
+     ``layout.SCHEMA``, zstd-compressed, with statistics on ``layout.STATISTICS_COLUMNS``, a
+     dictionary on ``layout.DICTIONARY_COLUMNS`` only and page checksums, in row groups of
      at most ``layout.ROW_GROUP_ROWS`` rows and about ``layout.ROW_GROUP_BYTES`` of events, and
      its range and event count in the file's key-value metadata ``layout.PARQUET_METADATA_KEY``.
      Its row groups are encoded side by side, each as a file of its own, and joined

@@ -124,6 +124,42 @@ def test_row_groups_are_encoded_side_by_side(tmp_path, monkeypatch):
     assert got == serial_file([tab.slice(i, 25) for i in range(0, 100, 25)], meta)
 
 
+def test_a_helper_that_finishes_takes_the_next_group_while_the_oldest_is_still_encoded(tmp_path, monkeypatch):
+    """The next row group is queued before the wait for the oldest: with two helpers, the third
+    group is encoded while the first still is (a slow group does not idle the other helper),
+    and no more than one group waits in the queue."""
+    real, real_add = pqf._encode_part, pqf._Count.add
+    third_started = threading.Event()
+    started: list[int] = []
+    produced = [0]
+    produced_while_oldest_ran = []
+    overtaken = []
+
+    def encode(group):
+        first = group.column("offset")[0].as_py()
+        started.append(first)
+        if first == 0:  # the oldest: slow until the third group is under way
+            overtaken.append(third_started.wait(10))
+            produced_while_oldest_ran.append(produced[0])
+        elif len(started) == 3:
+            third_started.set()
+        return real(group)
+
+    def add(self, group):
+        produced[0] += 1
+        return real_add(self, group)
+
+    monkeypatch.setattr(pqf, "_ENCODERS", 2)
+    monkeypatch.setattr(pqf, "_encode_part", encode)
+    monkeypatch.setattr(pqf._Count, "add", add)
+    tab = table([b"e%d" % i for i in range(100)], [None] * 100)
+    groups = [tab.slice(i, 20) for i in range(0, 100, 20)]
+    got, meta = write_and_read_bytes(str(tmp_path / "t2"), groups, 10_000)
+    assert overtaken == [True]  # the third group started before the first one's encoding ended
+    assert produced_while_oldest_ran == [3]  # two helpers' groups and one queued, no more
+    assert got == serial_file(groups, meta)
+
+
 def test_a_failed_encode_is_raised_and_nothing_is_published(tmp_path, monkeypatch):
     real = pqf._encode_part
     calls = [0]

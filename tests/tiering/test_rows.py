@@ -66,13 +66,24 @@ def test_rows_hold_what_readers_read(store, tmp_path, monkeypatch):
         reads.append(entry)
         return real_into(self, entry, buf)
     monkeypatch.setattr(SegmentSource, "read_section_into", counted)
+    framed = []  # reads the way readers read (frames parsed again to count them)
+    real_read = SegmentSource.read
+
+    def counted_read(self, offset, limit, *, copy=True):
+        framed.append(offset)
+        return real_read(self, offset, limit, copy=copy)
+    monkeypatch.setattr(SegmentSource, "read", counted_read)
     target = Tier2Target(str(tmp_path / "t2"))
     total = 0
     for seg in _segments(store, "ev"):
         want = [(e.offset, None if e.routing_key is None else e.routing_key, bytes(e.event))
                 for e in store.read_slice("iot", "ev") if e.segment_id == seg.segment_id]
         rows = segment_rows(store._engine, seg, 0, seg.length, fallback_ns=1)
+        framed.clear()
         c = Cols(rows)
+        # every whole section, cached or not, is taken as it is; only the large event is read
+        # as readers read it (it comes back whole)
+        assert len(framed) <= 1
         got = list(zip(c.offsets, c.keys, c.events))
         assert got == want and c.end == seg.length
         assert all(t0 // 1000 <= t <= t1 // 1000 for t in c.write_us)

@@ -346,6 +346,7 @@ def test_offset_range_reads_touch_only_their_row_groups(tmp_path):
     assert _groups(spans, 0, None) == [0, 1, 2]
     assert _groups(spans, 299_999, None) == [2]
 
+
 def test_columns_readers_filter_on_have_statistics_and_keys_a_dictionary(tmp_path):
     """docs/format.md: min/max statistics on offset, routing_key and write_time (what engines
     prune row groups by), none on the events' bytes; a dictionary for the routing keys only."""
@@ -359,7 +360,6 @@ def test_columns_readers_filter_on_have_statistics_and_keys_a_dictionary(tmp_pat
     assert (cols["offset"].statistics.min, cols["offset"].statistics.max) == (0, 9990)
     assert {name for name, c in cols.items() if c.has_dictionary_page} == {"routing_key"}
     assert cols["event"].compression == "ZSTD"
-
 
 
 def test_reads_of_several_row_groups_read_them_side_by_side_in_order(target, monkeypatch):
